@@ -1,0 +1,39 @@
+# Two commands on a fresh machine:
+#   make run    installs closedloop into .venv and runs a campaign on the built-in simulated lab
+#   make test   installs closedloop with its test extras into .venv and runs the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+SPEC   ?= campaigns/freesolv/campaign.toml
+DB     ?= runs/closedloop.db
+export OMP_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+
+.PHONY: run test install install-dev clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip wheel setuptools
+	# the CPU build of torch from this machine's disk, before anything can ask for another one
+	$(BIN)/pip install --quiet torch==2.13.0
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e ".[bayes,plots]"
+	touch $@
+
+$(VENV)/.installed-dev: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+run: install
+	mkdir -p $(dir $(DB))
+	$(BIN)/closedloop run $(SPEC) --db $(DB)
+
+test: install-dev
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

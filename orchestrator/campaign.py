@@ -1,0 +1,170 @@
+"""``Campaign``: the one stateful object users drive, from a notebook or the CLI.
+
+It appends ``CampaignStarted``, compiles the graph with a checkpointer next to the ledger, and streams the graph
+step by step. ``Campaign.resume`` picks an interrupted campaign up from its last checkpoint; because every node
+is deterministic and every event is idempotent, the resumed ledger equals an uninterrupted one.
+
+Example:
+    >>> from orchestrator.spec import CampaignSpec
+    >>> spec = CampaignSpec.model_validate({
+    ...     "campaign": {"name": "demo", "kind": "molecule", "seed": 1},
+    ...     "objective": {"direction": "maximize"},
+    ...     "space": {"inline": ["C", "CC", "CCC", "CCCC", "CCCCC"]},
+    ...     "lab": {"oracle": {"C": 1, "CC": 2, "CCC": 3, "CCCC": 4, "CCCCC": 5}},
+    ...     "budget": {"lab_experiments": 3}, "planner": {"main": "random", "control": None, "control_share": 0},
+    ... })
+    >>> with Campaign.start(spec, db=":memory:", campaign_id="demo") as campaign:
+    ...     summary = campaign.run()
+    >>> summary["n_lab"], summary["status"]
+    (3, 'stopped')
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langgraph.types import Command
+
+from .context import CampaignContext, build_context
+from .domain import SetupError
+from .events import CampaignStarted
+from .graph import build_graph
+from .ledger import Ledger
+from .spec import CampaignSpec, validate_spec
+from .summary import summarise
+
+__all__ = ["Campaign", "checkpoint_path"]
+
+_RECURSION_LIMIT = 1_000_000
+
+
+def checkpoint_path(ledger: Ledger) -> Path | None:
+    """Where the LangGraph checkpoints of a file-backed SQLite ledger live: beside it."""
+    if not ledger.url.startswith("sqlite:///"):
+        return None
+    db = Path(ledger.url.removeprefix("sqlite:///"))
+    return db.with_name(db.name + ".checkpoints.sqlite")
+
+
+def _make_checkpointer(ledger: Ledger):
+    path = checkpoint_path(ledger)
+    if path is None:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return InMemorySaver(), None
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    connection = sqlite3.connect(path, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    return SqliteSaver(connection), connection
+
+
+class Campaign:
+    """A running campaign: its ledger, its context and its compiled graph."""
+
+    def __init__(self, ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, owns_ledger: bool = False):
+        self.ledger, self.campaign_id, self.spec = ledger, campaign_id, spec
+        self._owns_ledger = owns_ledger
+        self.ctx: CampaignContext = build_context(spec, ledger, campaign_id)
+        self._checkpointer, self._connection = _make_checkpointer(ledger)
+        self.graph = build_graph(self.ctx, self._checkpointer)
+        self.config = {"configurable": {"thread_id": campaign_id}, "recursion_limit": _RECURSION_LIMIT}
+
+    # ------------------------------------------------------------------------------------------- construction
+    @classmethod
+    def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None) -> Campaign:
+        """Record ``CampaignStarted`` and return a campaign ready to ``run``."""
+        ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
+        campaign_id = campaign_id or f"{spec.campaign.name}-{uuid.uuid4().hex[:8]}"
+        if ledger.events(campaign_id):
+            raise SetupError(f"campaign {campaign_id!r} already exists in {ledger.url}; resume it with --resume {campaign_id}")
+        campaign = cls(ledger, campaign_id, spec, owns_ledger=owns)
+        ledger.append(campaign_id, CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
+                                                   spec=spec.model_dump(mode="json")), key="started")
+        return campaign
+
+    @classmethod
+    def resume(cls, campaign_id: str, *, db: str | Path | Ledger) -> Campaign:
+        """Re-open a campaign from its ledger; ``run()`` then continues from the last checkpoint."""
+        ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
+        started = ledger.events(campaign_id, types=[CampaignStarted.type])
+        if not started:
+            known = ledger.campaign_ids_with_events()
+            raise SetupError(f"campaign {campaign_id!r} is not in {ledger.url}; campaigns there: {known}")
+        spec = validate_spec(started[0].payload["spec"], source=f"{campaign_id} (from the ledger)")
+        return cls(ledger, campaign_id, spec, owns_ledger=owns)
+
+    # ------------------------------------------------------------------------------------------------ running
+    @property
+    def pending_interrupt(self) -> Any | None:
+        """The question the graph is waiting on (an approval), or None."""
+        snapshot = self.graph.get_state(self.config)
+        for task in snapshot.tasks:
+            for item in task.interrupts:
+                return item.value
+        return None
+
+    @property
+    def is_finished(self) -> bool:
+        return self.ledger.campaign(self.campaign_id).status == "stopped"
+
+    def run(
+        self,
+        *,
+        max_steps: int | None = None,
+        approval: Any = None,
+        on_step: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Run (or continue) the loop until it stops, waits for approval, or ``max_steps`` node runs have passed.
+
+        Args:
+            max_steps: stop after this many node executions (the campaign stays resumable).
+            approval: the answer to a pending approval interrupt (True, False or a list of job keys).
+            on_step: called with (node name, its state update) after every node.
+
+        Returns:
+            The campaign summary (see ``orchestrator.summary.summarise``).
+        """
+        if self.is_finished:
+            return self.summary()
+        snapshot = self.graph.get_state(self.config)
+        if approval is not None:
+            graph_input: Any = Command(resume=approval)
+        elif snapshot.next:
+            if self.pending_interrupt is not None:
+                return self.summary()
+            graph_input = None
+        else:
+            graph_input = {"campaign_id": self.campaign_id, "iteration": 0, "is_done": False}
+        n_steps = 0
+        for chunk in self.graph.stream(graph_input, self.config, stream_mode="updates", durability="sync"):
+            for node, update in chunk.items():
+                if node == "__interrupt__":
+                    continue
+                n_steps += 1
+                if on_step is not None:
+                    on_step(node, update or {})
+            if max_steps is not None and n_steps >= max_steps:
+                break
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        return summarise(self.ledger, self.campaign_id)
+
+    # ------------------------------------------------------------------------------------------------ closing
+    def close(self) -> None:
+        self.ctx.close()
+        if self._connection is not None:
+            self._connection.close()
+        if self._owns_ledger:
+            self.ledger.close()
+
+    def __enter__(self) -> Campaign:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

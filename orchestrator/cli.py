@@ -1,0 +1,268 @@
+"""The ``closedloop`` command line (typer). Heavy imports happen inside the commands, so ``--help`` is fast."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .domain import ClosedLoopError
+
+__all__ = ["app"]
+
+app = typer.Typer(help="closedloop: closed-loop lab science, from proposal to robot and back.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+ledger_app = typer.Typer(help="Inspect and check campaign ledgers.", no_args_is_help=True)
+app.add_typer(ledger_app, name="ledger")
+
+console = Console(stderr=True)
+out = Console()
+
+DbOption = Annotated[str, typer.Option("--db", help="ledger database: a path (SQLite) or an SQLAlchemy URL")]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log progress details")] = False) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+# --------------------------------------------------------------------------------------------------- run
+@app.command()
+def run(
+    spec: Annotated[Path | None, typer.Argument(help="campaign TOML file")] = None,
+    db: DbOption = "closedloop.db",
+    seed: Annotated[int | None, typer.Option(help="override the spec's seed")] = None,
+    lab_budget: Annotated[int | None, typer.Option("--lab-budget", help="override the lab experiment budget")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", help="continue this interrupted campaign")] = None,
+    campaign_id: Annotated[str | None, typer.Option("--campaign-id", help="id for a new campaign")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="stop after N graph steps (resumable)")] = None,
+    approve: Annotated[str | None, typer.Option(help="answer a pending approval: 'all', 'none' or job keys, comma-separated")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")] = False,
+) -> None:
+    """Run a campaign on its lab (the simulated lab by default) and print a summary."""
+    from .campaign import Campaign
+    from .spec import load_spec
+
+    try:
+        if resume:
+            if spec is not None:
+                _fail("give either SPEC (a new campaign) or --resume CAMPAIGN_ID, not both")
+            campaign = Campaign.resume(resume, db=db)
+        else:
+            if spec is None:
+                _fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
+            parsed = load_spec(spec).with_overrides(seed=seed, lab_budget=lab_budget)
+            campaign = Campaign.start(parsed, db=db, campaign_id=campaign_id)
+        with campaign:
+            answer = _parse_approval(approve)
+            summary = _run_with_progress(campaign, max_steps=max_steps, approval=answer, quiet=as_json)
+            question = campaign.pending_interrupt
+    except ClosedLoopError as exc:
+        _fail(str(exc))
+    if question is not None:
+        summary["status"] = "awaiting_approval"
+        summary["approval"] = question
+    if as_json:
+        _emit_json(summary)
+    else:
+        _print_summary(summary)
+
+
+def _parse_approval(text: str | None) -> Any:
+    if text is None:
+        return None
+    if text.lower() in {"all", "yes", "true"}:
+        return True
+    if text.lower() in {"none", "no", "false"}:
+        return False
+    return [k.strip() for k in text.split(",") if k.strip()]
+
+
+def _run_with_progress(campaign, *, max_steps, approval, quiet: bool) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    budget = campaign.spec.budget.lab_experiments
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console, disable=quiet,
+                  transient=False) as progress:
+        task = progress.add_task(f"{campaign.campaign_id}: lab experiments", total=budget,
+                                 completed=campaign.ledger.campaign(campaign.campaign_id).n_lab, status="")
+
+        def on_step(node: str, _update: dict) -> None:
+            row = campaign.ledger.campaign(campaign.campaign_id)
+            progress.update(task, completed=row.n_lab, status=f"{node}")
+
+        summary = campaign.run(max_steps=max_steps, approval=approval, on_step=on_step)
+        progress.update(task, completed=summary["n_lab"], status=summary["status"])
+    return summary
+
+
+def _fmt(value: Any) -> str:
+    return "—" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    objective = summary["objective"]
+    goal = (f"{objective['direction']} {objective['property']}" if objective["direction"] != "target"
+            else f"{objective['property']} within {objective['target']} ± {objective['tolerance']}")
+    table = Table(title=f"campaign {summary['campaign_id']}", show_header=False)
+    best = summary["best"] or {}
+    for name, value in [
+        ("status", f"{summary['status']} ({summary.get('stop_reason') or 'not stopped'})"),
+        ("objective", goal),
+        ("best found", f"{_fmt(best.get('value'))} {objective['unit']}  {best.get('label', '')}  [{best.get('arm', '')}]"),
+        ("lab experiments", f"{summary['n_lab']} of {summary['lab_budget']} ({summary['n_lab_failed']} failed)"),
+        ("hits", str(summary["n_hits"])),
+        ("simulated lab time", f"{summary['lab_hours']:.1f} h"),
+        ("simulator compute", f"{summary['compute_s']:.1f} s"),
+        ("ledger", summary["db"]),
+    ]:
+        table.add_row(name, value)
+    out.print(table)
+    arms = Table(title="main arm against control")
+    for column in ("arm", "lab experiments", "best value", "experiments to its best"):
+        arms.add_column(column)
+    for arm, entry in summary["arms"].items():
+        role = " (main)" if arm == summary["main_arm"] else " (control)" if arm == summary["control_arm"] else ""
+        arms.add_row(arm + role, str(entry["n_lab"]), _fmt(entry["best_value"]), _fmt(entry["experiments_to_best"]))
+    out.print(arms)
+    if "main_beats_control" in summary:
+        reached = summary["main_experiments_to_control_best"]
+        out.print(
+            f"main arm {'matched or beat' if summary['main_beats_control'] else 'did not reach'} the control's best"
+            + (f" after {reached} of its experiments" if reached else "")
+            + f" (the control needed {summary['control_experiments_to_its_best']})."
+        )
+    if summary.get("approval"):
+        keys = summary["approval"]["job_keys"]
+        out.print(f"[yellow]waiting for approval of {len(keys)} lab job(s):[/] "
+                  f"closedloop run --resume {summary['campaign_id']} --db {summary['db']} --approve all")
+
+
+# --------------------------------------------------------------------------------------------------- show / ls
+@app.command()
+def show(
+    campaign_id: Annotated[str, typer.Argument(help="campaign id (see `closedloop ls`)")],
+    db: DbOption = "closedloop.db",
+    as_json: Annotated[bool, typer.Option("--json", help="print the events as a JSON list")] = False,
+) -> None:
+    """Print a campaign's event timeline."""
+    ledger = _open_existing(db)
+    events = ledger.events(campaign_id)
+    if not events:
+        _fail(f"campaign {campaign_id!r} has no events in {db}; campaigns there: {ledger.campaign_ids_with_events()}")
+    if as_json:
+        _emit_json([{"seq": e.seq, "type": e.type, "schema_version": e.schema_version, "actor": e.actor,
+                     "at": e.at.isoformat(), "payload": e.payload} for e in events])
+        return
+    table = Table(title=f"{campaign_id}: {len(events)} events")
+    for column in ("seq", "type", "actor", "what"):
+        table.add_column(column)
+    for e in events:
+        table.add_row(str(e.seq), e.type, e.actor, _describe_event(e.type, e.payload))
+    out.print(table)
+
+
+def _describe_event(kind: str, p: dict[str, Any]) -> str:
+    it = f"it{p['iteration']} " if "iteration" in p else ""
+    match kind:
+        case "Proposed":
+            return f"{it}{p['arm']} → {p['candidate_id']}"
+        case "Rejected":
+            return f"{it}{p['stage']}: {p['reason']}"
+        case "Simulated":
+            obs = p["observation"]
+            shown = ", ".join(f"{k}={v:.3g}" for k, v in list(obs["properties"].items())[:4])
+            return f"{it}{p['rung']} {p['candidate_id']}: {obs['status']} {shown}"
+        case "Promoted":
+            return f"{it}{p['candidate_id']} {p['from_rung']}→{p['to_rung']}: {p['decision']}"
+        case "Dispatched":
+            return f"{it}{p['job_key']} at {p['sim_time_s'] / 3600:.1f} h"
+        case "Observed":
+            return f"{it}{p['candidate_id']} = {_fmt(p['value'])} ({p['status']}) at {p['sim_time_s'] / 3600:.1f} h"
+        case "Scored":
+            return f"{it}{p['stage']} {p['criterion_id']} = {p['value']:+.2f}"
+        case "SurrogateUpdated":
+            return f"{it}{p['model']} on {p['n_train']} results, incumbent {_fmt(p['incumbent'])}"
+        case "CampaignStopped":
+            return f"{p['reason']}; best {p['best_candidate_id']} = {_fmt(p['best_value'])}"
+        case _:
+            return it + ", ".join(f"{k}={v}" for k, v in p.items() if k not in {"spec", "iteration"})[:100]
+
+
+@app.command("ls")
+def list_campaigns(
+    db: DbOption = "closedloop.db",
+    as_json: Annotated[bool, typer.Option("--json", help="print a JSON list")] = False,
+) -> None:
+    """List the campaigns in a ledger database."""
+    ledger = _open_existing(db)
+    rows = [{"campaign_id": c.id, "name": c.name, "status": c.status, "n_lab": c.n_lab, "best_value": c.best_value,
+             "stop_reason": c.stop_reason} for c in ledger.campaigns()]
+    if as_json:
+        _emit_json(rows)
+        return
+    table = Table(title=f"campaigns in {db}")
+    for column in ("campaign_id", "name", "status", "n_lab", "best_value"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["campaign_id"], row["name"], row["status"], str(row["n_lab"]), _fmt(row["best_value"]))
+    out.print(table)
+
+
+def _open_existing(db: str):
+    from .ledger import Ledger, LedgerError
+
+    if "://" not in db and db != ":memory:" and not Path(db).exists():
+        _fail(f"no ledger database at {db}; run a campaign first or pass --db PATH")
+    try:
+        return Ledger.open(db)
+    except LedgerError as exc:
+        _fail(str(exc))
+
+
+# --------------------------------------------------------------------------------------------------- ledger
+@ledger_app.command("verify")
+def ledger_verify(
+    campaign_id: Annotated[str | None, typer.Argument(help="one campaign; all of them when omitted")] = None,
+    db: DbOption = "closedloop.db",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Rebuild the projections from the events and compare; exit 1 if they differ."""
+    from .ledger import verify
+
+    ledger = _open_existing(db)
+    ids = [campaign_id] if campaign_id else ledger.campaign_ids_with_events()
+    if campaign_id and not ledger.events(campaign_id):
+        _fail(f"campaign {campaign_id!r} has no events in {db}; campaigns there: {ledger.campaign_ids_with_events()}")
+    reports = [verify(ledger, cid) for cid in ids]
+    if as_json:
+        _emit_json([{"campaign_id": r.campaign_id, "identical": r.is_identical, "n_events": r.n_events,
+                     "differences": r.differences} for r in reports])
+    else:
+        for r in reports:
+            mark = "[green]ok[/]" if r.is_identical else f"[red]{len(r.differences)} difference(s)[/]"
+            out.print(f"{r.campaign_id}: {r.n_events} events, projections {mark}")
+            for d in r.differences[:10]:
+                out.print(f"  {d['table']} {d['key']}: stored={d['stored']} rebuilt={d['rebuilt']}")
+    if not all(r.is_identical for r in reports):
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

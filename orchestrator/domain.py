@@ -1,0 +1,372 @@
+"""The shared vocabulary: candidate kinds, design spaces, proposals, observations and the error tree.
+
+This module is a leaf. It imports no other project module, so ``simulators``, ``instruments`` and ``rewards``
+may import it freely. rdkit and pymatgen are imported inside the functions that need them, which keeps
+``import orchestrator`` fast.
+
+Example:
+    >>> Molecule.parse("OCC").smiles
+    'CCO'
+    >>> Material.parse("Fe2O3 ").formula
+    'Fe2O3'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "Candidate",
+    "CandidateKind",
+    "ClosedLoopError",
+    "ConditionSpace",
+    "Conditions",
+    "InstrumentFault",
+    "InvalidCandidate",
+    "Material",
+    "Molecule",
+    "Observation",
+    "Parameter",
+    "Proposal",
+    "SetupError",
+    "SimulationFailed",
+    "candidate_from_dict",
+    "featurise",
+    "parse_candidate",
+]
+
+CandidateKind = Literal["molecule", "material", "conditions"]
+ArmName = Literal["llm", "bo", "random", "human", "imported"]
+
+
+# --------------------------------------------------------------------------------------------------- errors
+class ClosedLoopError(Exception):
+    """Root of every error closedloop raises on purpose."""
+
+
+class SetupError(ClosedLoopError):
+    """Something is wrong before anything runs: a spec, a missing dependency, an impossible configuration."""
+
+
+class InvalidCandidate(ClosedLoopError, ValueError):
+    """A candidate cannot be parsed or lies outside the design space. The message names the value and the fix."""
+
+
+class SimulationFailed(ClosedLoopError):
+    """A calculation failed while running (no convergence, embedding failure, timeout)."""
+
+
+class InstrumentFault(ClosedLoopError):
+    """An instrument failed while running a job (jam, timeout, crashed driver)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------------------------------- molecules
+class Molecule(_Frozen):
+    """A molecule, canonicalised by rdkit. ``id`` is its InChIKey."""
+
+    type: Literal["molecule"] = "molecule"
+    schema_version: int = 1
+    smiles: str = Field(description="rdkit canonical SMILES")
+    id: str = Field(description="standard InChIKey")
+
+    @classmethod
+    def parse(cls, smiles: str) -> Molecule:
+        """Parse and canonicalise a SMILES string.
+
+        Raises:
+            InvalidCandidate: when rdkit cannot read it or it has no atoms.
+        """
+        from rdkit import Chem, RDLogger
+
+        RDLogger.DisableLog("rdApp.*")
+        text = str(smiles).strip()
+        mol = Chem.MolFromSmiles(text) if text else None
+        if mol is None or mol.GetNumAtoms() == 0:
+            raise InvalidCandidate(
+                f"SMILES {smiles!r} is not a valid molecule (rdkit could not parse it); "
+                "check ring closures, brackets and valences, e.g. 'c1ccccc1O' for phenol"
+            )
+        key = Chem.MolToInchiKey(mol)
+        if not key:
+            raise InvalidCandidate(f"SMILES {smiles!r} parsed but has no InChIKey; give a complete, neutral structure")
+        return cls(smiles=Chem.MolToSmiles(mol), id=key)
+
+    def to_rdkit(self):
+        """Return a fresh rdkit ``Mol``."""
+        from rdkit import Chem
+
+        return Chem.MolFromSmiles(self.smiles)
+
+    @property
+    def n_heavy_atoms(self) -> int:
+        """Number of heavy atoms; the size measure for cost models."""
+        return self.to_rdkit().GetNumHeavyAtoms()
+
+    def features(self, n_bits: int = 1024) -> np.ndarray:
+        """Morgan fingerprint (radius 2) as a float vector of shape (n_bits,)."""
+        return _morgan_bits(self.smiles, n_bits).copy()
+
+
+@lru_cache(maxsize=65536)
+def _morgan_bits(smiles: str, n_bits: int) -> np.ndarray:
+    from rdkit import Chem
+    from rdkit.Chem import rdFingerprintGenerator
+
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=n_bits)
+    return generator.GetFingerprintAsNumPy(Chem.MolFromSmiles(smiles)).astype(float)
+
+
+# --------------------------------------------------------------------------------------------------- materials
+class Material(_Frozen):
+    """An inorganic composition, normalised by pymatgen. ``id`` is the reduced formula."""
+
+    type: Literal["material"] = "material"
+    schema_version: int = 1
+    formula: str = Field(description="pymatgen formula (whole-number amounts when possible)")
+    id: str = Field(description="reduced formula, e.g. 'Fe2O3'")
+
+    @classmethod
+    def parse(cls, formula: str) -> Material:
+        """Parse a chemical formula such as ``"LiFePO4"``.
+
+        Raises:
+            InvalidCandidate: for unknown elements, empty or non-positive amounts.
+        """
+        from pymatgen.core import Composition
+
+        text = str(formula).strip()
+        if not text:
+            raise InvalidCandidate("formula '' is empty; give a composition such as 'LiFePO4'")
+        try:
+            comp = Composition(text, strict=True)
+        except Exception as exc:  # pymatgen raises ValueError or KeyError depending on the fault
+            raise InvalidCandidate(
+                f"formula {formula!r} is not a valid composition ({exc}); "
+                "use element symbols with positive amounts, e.g. 'Fe2O3' or 'Li0.5CoO2'"
+            ) from exc
+        if comp.num_atoms <= 0 or any(amount <= 0 for amount in comp.values()):
+            raise InvalidCandidate(f"formula {formula!r} has no positive amounts; e.g. 'NaCl'")
+        for element in comp.elements:
+            if getattr(element, "Z", 0) == 0 or element.symbol in {"D", "T"}:
+                raise InvalidCandidate(f"formula {formula!r} contains {element.symbol!r}, which is not an element")
+        return cls(formula=comp.formula.replace(" ", ""), id=comp.reduced_formula)
+
+    def to_composition(self):
+        """Return the pymatgen ``Composition``."""
+        from pymatgen.core import Composition
+
+        return Composition(self.formula)
+
+    @property
+    def n_atoms(self) -> int:
+        """Atoms in the formula unit; the size measure for cost models."""
+        return int(round(self.to_composition().num_atoms))
+
+    def features(self) -> np.ndarray:
+        """Element fractions over Z=1..103 plus mean and spread of electronegativity and atomic radius, shape (107,)."""
+        return _composition_features(self.formula).copy()
+
+
+@lru_cache(maxsize=65536)
+def _composition_features(formula: str) -> np.ndarray:
+    from pymatgen.core import Composition
+
+    comp = Composition(formula).fractional_composition
+    fractions = np.zeros(103)
+    electroneg, radius, weights = [], [], []
+    for element, fraction in comp.items():
+        fractions[element.Z - 1] = fraction
+        electroneg.append(float(element.X) if not math.isnan(element.X) else 0.0)
+        radius.append(float(element.atomic_radius or 0.0))
+        weights.append(fraction)
+    w = np.asarray(weights)
+    x, r = np.asarray(electroneg), np.asarray(radius)
+    stats = [w @ x, math.sqrt(max(w @ (x - w @ x) ** 2, 0.0)), w @ r, math.sqrt(max(w @ (r - w @ r) ** 2, 0.0))]
+    return np.concatenate([fractions, stats])
+
+
+# --------------------------------------------------------------------------------------------------- conditions
+class Parameter(_Frozen):
+    """One named parameter of a conditions space.
+
+    Continuous and integer parameters carry ``low``/``high`` bounds (inclusive) in ``unit``; categorical ones carry
+    ``choices``.
+    """
+
+    name: str
+    kind: Literal["continuous", "integer", "categorical"]
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] | None = None
+    unit: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> Parameter:
+        if self.kind == "categorical":
+            if not self.choices:
+                raise ValueError(f"categorical parameter {self.name!r} needs a non-empty 'choices' list")
+        elif self.low is None or self.high is None or not self.low <= self.high:
+            raise ValueError(f"{self.kind} parameter {self.name!r} needs bounds with low <= high")
+        return self
+
+    def check(self, value: Any) -> float | int | str:
+        """Validate one value and return it normalised; raise ``InvalidCandidate`` naming the fix."""
+        if self.kind == "categorical":
+            text = str(value)
+            if text not in self.choices:
+                shown = ", ".join(repr(c) for c in self.choices[:5]) + (" …" if len(self.choices) > 5 else "")
+                raise InvalidCandidate(f"{self.name}={value!r} is not an allowed choice; pick one of {shown}")
+            return text
+        try:
+            number = float(value)
+        except (TypeError, ValueError) as exc:
+            raise InvalidCandidate(f"{self.name}={value!r} is not a number; give a value in {self._range()}") from exc
+        if math.isnan(number) or not self.low <= number <= self.high:
+            raise InvalidCandidate(f"{self.name}={value!r} is outside its range {self._range()}; move it inside")
+        if self.kind == "integer":
+            if number != int(number):
+                raise InvalidCandidate(f"{self.name}={value!r} must be a whole number in {self._range()}")
+            return int(number)
+        return number
+
+    def _range(self) -> str:
+        return f"{self.low:g}..{self.high:g}{(' ' + self.unit) if self.unit else ''}"
+
+    def encode(self, value: Any) -> list[float]:
+        """One-hot for categorical, min-max scaled to [0, 1] otherwise."""
+        if self.kind == "categorical":
+            return [1.0 if value == choice else 0.0 for choice in self.choices]
+        span = (self.high - self.low) or 1.0
+        return [(float(value) - self.low) / span]
+
+
+class Conditions(_Frozen):
+    """Reaction or process conditions: named parameter values, checked against a ``ConditionSpace``.
+
+    ``id`` is a short hash of the canonical JSON of the values, so equal conditions share an id.
+    """
+
+    type: Literal["conditions"] = "conditions"
+    schema_version: int = 1
+    values: dict[str, float | int | str]
+    id: str
+
+
+class ConditionSpace(_Frozen):
+    """The named parameters of a conditions design space.
+
+    Example:
+        >>> space = ConditionSpace(parameters=(Parameter(name="T", kind="continuous", low=20, high=80, unit="°C"),))
+        >>> space.parse({"T": 25}).values
+        {'T': 25.0}
+    """
+
+    parameters: tuple[Parameter, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parameters)
+
+    def parse(self, values: Mapping[str, Any]) -> Conditions:
+        """Validate a mapping of parameter values; unknown and missing names are errors."""
+        if not isinstance(values, Mapping):
+            raise InvalidCandidate(f"conditions {values!r} must be a mapping of parameter names to values")
+        unknown = sorted(set(values) - set(self.names))
+        if unknown:
+            raise InvalidCandidate(f"conditions name unknown parameters {unknown}; the space has {list(self.names)}")
+        missing = [name for name in self.names if name not in values]
+        if missing:
+            raise InvalidCandidate(f"conditions lack parameters {missing}; give a value for each of {list(self.names)}")
+        checked = {p.name: p.check(values[p.name]) for p in self.parameters}
+        digest = hashlib.sha256(json.dumps(checked, sort_keys=True).encode()).hexdigest()[:16]
+        return Conditions(values=checked, id=f"cond-{digest}")
+
+    def features(self, conditions: Conditions) -> np.ndarray:
+        """Concatenated encodings of every parameter, in space order."""
+        return np.asarray([x for p in self.parameters for x in p.encode(conditions.values[p.name])], dtype=float)
+
+
+Candidate = Annotated[Molecule | Material | Conditions, Field(discriminator="type")]
+
+
+def parse_candidate(kind: CandidateKind, raw: Any, space: ConditionSpace | None = None) -> Molecule | Material | Conditions:
+    """Parse raw input of the given kind (a SMILES, a formula or a mapping) into a canonical candidate."""
+    if kind == "molecule":
+        return Molecule.parse(raw)
+    if kind == "material":
+        return Material.parse(raw)
+    if kind == "conditions":
+        if space is None:
+            raise SetupError("parsing conditions needs the campaign's ConditionSpace; pass space=")
+        return space.parse(raw)
+    raise SetupError(f"candidate kind {kind!r} is unknown; use 'molecule', 'material' or 'conditions'")
+
+
+def candidate_from_dict(data: Mapping[str, Any]) -> Molecule | Material | Conditions:
+    """Rebuild a candidate from its ``model_dump()`` (as stored in events)."""
+    kinds = {"molecule": Molecule, "material": Material, "conditions": Conditions}
+    return kinds[data["type"]].model_validate(dict(data))
+
+
+def featurise(candidates: Sequence[Molecule | Material | Conditions], space: ConditionSpace | None = None) -> np.ndarray:
+    """Feature matrix of shape (n_candidates, n_features) for candidates of one kind."""
+    rows = []
+    for candidate in candidates:
+        if isinstance(candidate, Conditions):
+            if space is None:
+                raise SetupError("featurising conditions needs the campaign's ConditionSpace; pass space=")
+            rows.append(space.features(candidate))
+        else:
+            rows.append(candidate.features())
+    return np.vstack(rows) if rows else np.zeros((0, 0))
+
+
+# --------------------------------------------------------------------------------------------------- steps
+class Proposal(_Frozen):
+    """A candidate plus the reasoning that put it forward, and the arm that did."""
+
+    candidate: Candidate
+    arm: ArmName
+    hypothesis: str = ""
+    rationale: str = ""
+    expected: float | None = Field(default=None, description="expected objective value, in the objective's unit")
+    acquisition: float | None = Field(default=None, description="acquisition value that ranked it, if any")
+
+
+class Observation(_Frozen):
+    """A measured or simulated result for one candidate.
+
+    ``cost_s`` is the compute or instrument cost in seconds as charged to the budget (from the cost model, so that
+    replays are deterministic).
+    """
+
+    type: Literal["observation"] = "observation"
+    schema_version: int = 1
+    candidate_id: str
+    source: str = Field(description="simulator or driver name")
+    source_version: str = ""
+    fidelity: int = Field(default=0, description="rung order; the lab is the highest")
+    properties: dict[str, float] = Field(default_factory=dict)
+    uncertainty: dict[str, float] = Field(default_factory=dict, description="one standard deviation per property")
+    status: Literal["ok", "failed"] = "ok"
+    reason: str | None = None
+    cost_s: float = 0.0
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _failed_has_reason(self) -> Observation:
+        if self.status == "failed" and not self.reason:
+            raise ValueError("a failed observation must say why (reason=...)")
+        return self

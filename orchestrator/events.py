@@ -1,0 +1,235 @@
+"""Typed, schema-versioned events: everything that happens in a campaign is one of these, appended to the ledger.
+
+This module is a leaf (see ``domain``). Payloads are frozen pydantic models; ``parse_payload`` rebuilds one from
+its stored ``type`` and JSON. Payloads hold only deterministic values (no wall-clock readings), so the same seed
+gives the same ledger; the wall-clock time of an event lives in the envelope's ``at``.
+
+Example:
+    >>> p = Dispatched(iteration=0, job_key="c1:j0", candidate_id="X", arm="bo", driver="simlab", sim_time_s=0.0)
+    >>> parse_payload("Dispatched", p.model_dump_json()) == p
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "EVENT_TYPES",
+    "SCHEMA_VERSION",
+    "Approved",
+    "ApprovalRequested",
+    "CampaignStarted",
+    "CampaignStopped",
+    "Dispatched",
+    "Event",
+    "EventPayload",
+    "JobStatus",
+    "LLMCall",
+    "Observed",
+    "Promoted",
+    "Proposed",
+    "Rejected",
+    "RewardFinalised",
+    "Scored",
+    "Simulated",
+    "SurrogateUpdated",
+    "parse_payload",
+]
+
+SCHEMA_VERSION = 1
+
+
+class EventPayload(BaseModel):
+    """Base of every event payload. ``type`` and ``schema_version`` are class-level constants."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    type: ClassVar[str]
+    schema_version: ClassVar[int] = SCHEMA_VERSION
+
+
+class CampaignStarted(EventPayload):
+    type: ClassVar[str] = "CampaignStarted"
+    name: str
+    seed: int
+    spec: dict[str, Any] = Field(description="the validated campaign spec, as JSON")
+
+
+class Proposed(EventPayload):
+    type: ClassVar[str] = "Proposed"
+    iteration: int
+    arm: str
+    candidate_id: str
+    candidate: dict[str, Any] = Field(description="the canonical candidate, as Candidate.model_dump()")
+    hypothesis: str = ""
+    rationale: str = ""
+    expected: float | None = None
+    acquisition: float | None = None
+
+
+class Rejected(EventPayload):
+    type: ClassVar[str] = "Rejected"
+    iteration: int
+    arm: str
+    stage: Literal["validate", "screen", "approve", "dispatch"]
+    raw: str = Field(description="the input as given, for the record")
+    reason: str
+    candidate_id: str | None = None
+
+
+class Simulated(EventPayload):
+    type: ClassVar[str] = "Simulated"
+    iteration: int
+    candidate_id: str
+    rung: str
+    observation: dict[str, Any] = Field(description="domain.Observation.model_dump()")
+    is_cached: bool = False
+
+
+class Promoted(EventPayload):
+    type: ClassVar[str] = "Promoted"
+    iteration: int
+    candidate_id: str
+    from_rung: str
+    to_rung: str
+    decision: Literal["promote", "skip", "hold"]
+    score: float | None = None
+    reason: str = ""
+
+
+class ApprovalRequested(EventPayload):
+    type: ClassVar[str] = "ApprovalRequested"
+    iteration: int
+    job_keys: list[str]
+    policy: str
+
+
+class Approved(EventPayload):
+    type: ClassVar[str] = "Approved"
+    iteration: int
+    job_keys: list[str]
+    approved_by: str
+    policy: str
+    denied_keys: list[str] = Field(default_factory=list)
+
+
+class Dispatched(EventPayload):
+    type: ClassVar[str] = "Dispatched"
+    iteration: int
+    job_key: str
+    candidate_id: str
+    arm: str
+    driver: str
+    sim_time_s: float = Field(description="lab clock at submission, seconds since campaign start")
+
+
+class JobStatus(EventPayload):
+    type: ClassVar[str] = "JobStatus"
+    job_key: str
+    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    sim_time_s: float
+    reason: str | None = None
+
+
+class Observed(EventPayload):
+    type: ClassVar[str] = "Observed"
+    iteration: int
+    job_key: str
+    candidate_id: str
+    arm: str
+    value: float | None = Field(description="objective property as measured, in its unit; None when failed")
+    uncertainty: float | None = None
+    status: Literal["ok", "failed"] = "ok"
+    reason: str | None = None
+    sim_time_s: float = Field(description="lab clock at completion, seconds since campaign start")
+    provenance: Literal["lab", "imported"] = "lab"
+    driver: str = ""
+
+
+class Scored(EventPayload):
+    type: ClassVar[str] = "Scored"
+    iteration: int
+    stage: str
+    subject: str = Field(description="candidate id or job key the score is about")
+    rubric_id: str
+    rubric_version: str
+    criterion_id: str
+    value: float = Field(description="criterion score in [-1, 1] before weighting")
+    weight: float
+    is_provisional: bool = True
+    supersedes_seq: int | None = None
+    reason: str = ""
+
+
+class RewardFinalised(EventPayload):
+    type: ClassVar[str] = "RewardFinalised"
+    iteration: int
+    subject: str
+    reward: float
+    components: dict[str, float] = Field(default_factory=dict)
+
+
+class SurrogateUpdated(EventPayload):
+    type: ClassVar[str] = "SurrogateUpdated"
+    iteration: int
+    model: str
+    n_train: int
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    incumbent: float | None = Field(default=None, description="best utility seen so far")
+
+
+class LLMCall(EventPayload):
+    type: ClassVar[str] = "LLMCall"
+    iteration: int
+    model: str
+    messages: list[dict[str, Any]]
+    response: str
+
+
+class CampaignStopped(EventPayload):
+    type: ClassVar[str] = "CampaignStopped"
+    reason: str
+    n_lab: int
+    best_candidate_id: str | None = None
+    best_value: float | None = None
+
+
+EVENT_TYPES: dict[str, type[EventPayload]] = {
+    cls.type: cls
+    for cls in (
+        CampaignStarted, Proposed, Rejected, Simulated, Promoted, ApprovalRequested, Approved, Dispatched,
+        JobStatus, Observed, Scored, RewardFinalised, SurrogateUpdated, LLMCall, CampaignStopped,
+    )
+}
+
+
+def parse_payload(event_type: str, payload: str | dict[str, Any]) -> EventPayload:
+    """Rebuild a typed payload from its type name and JSON text (or dict)."""
+    try:
+        cls = EVENT_TYPES[event_type]
+    except KeyError as exc:
+        raise ValueError(f"event type {event_type!r} is unknown; known types: {sorted(EVENT_TYPES)}") from exc
+    data = json.loads(payload) if isinstance(payload, str) else payload
+    return cls.model_validate(data)
+
+
+class Event(BaseModel):
+    """The envelope of one ledger entry, as read back."""
+
+    model_config = ConfigDict(frozen=True)
+    campaign_id: str
+    seq: int
+    type: str
+    schema_version: int
+    payload: dict[str, Any]
+    idempotency_key: str
+    actor: str
+    at: datetime
+
+    def typed(self) -> EventPayload:
+        """The payload as its typed model."""
+        return parse_payload(self.type, self.payload)

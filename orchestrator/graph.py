@@ -1,0 +1,29 @@
+"""The loop as a LangGraph ``StateGraph``: the only place that adds nodes and edges."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from langgraph.graph import END, START, StateGraph
+
+from .context import CampaignContext
+from .nodes import NODES
+from .state import CampaignState
+
+__all__ = ["build_graph"]
+
+
+def _after_decide(state: CampaignState) -> str:
+    return END if state.get("is_done") else "plan"
+
+
+def build_graph(ctx: CampaignContext, checkpointer):
+    """Compile plan → validate → screen → approve → dispatch → observe → reward → learn → decide → (plan | end)."""
+    graph = StateGraph(CampaignState)
+    for name, node in NODES:
+        graph.add_node(name, partial(node, ctx=ctx))
+    graph.add_edge(START, NODES[0][0])
+    for (name, _), (following, _) in zip(NODES, NODES[1:]):
+        graph.add_edge(name, following)
+    graph.add_conditional_edges(NODES[-1][0], _after_decide, {"plan": "plan", END: END})
+    return graph.compile(checkpointer=checkpointer)

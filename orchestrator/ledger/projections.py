@@ -1,0 +1,160 @@
+"""Fold one event into the projection tables. The same function serves live appends and replays."""
+
+from __future__ import annotations
+
+import json
+
+from sqlmodel import Session
+
+from ..events import (
+    CampaignStarted,
+    CampaignStopped,
+    Dispatched,
+    EventPayload,
+    Observed,
+    Promoted,
+    Proposed,
+    Rejected,
+    Scored,
+    Simulated,
+)
+from .errors import LedgerConflict
+from .tables import CampaignRow, CandidateRow, LabJobRow, ObservationRow, ScoreRow
+
+__all__ = ["apply_event"]
+
+
+def _set_candidate_status(session: Session, campaign_id: str, candidate_id: str | None, status: str, **extra) -> None:
+    if candidate_id is None:
+        return
+    row = session.get(CandidateRow, (campaign_id, candidate_id))
+    if row is None:
+        return
+    row.status = status
+    for name, value in extra.items():
+        setattr(row, name, value)
+    session.add(row)
+
+
+def apply_event(session: Session, campaign_id: str, seq: int, payload: EventPayload) -> None:
+    """Update the projections for one event, inside the caller's transaction."""
+    match payload:
+        case CampaignStarted():
+            if session.get(CampaignRow, campaign_id) is not None:
+                raise LedgerConflict(f"campaign {campaign_id!r} has already started; pick a new campaign id or resume it")
+            session.add(CampaignRow(id=campaign_id, name=payload.name, seed=payload.seed, started_seq=seq))
+        case Proposed():
+            if session.get(CandidateRow, (campaign_id, payload.candidate_id)) is None:
+                session.add(
+                    CandidateRow(
+                        campaign_id=campaign_id,
+                        candidate_id=payload.candidate_id,
+                        kind=payload.candidate["type"],
+                        canonical=json.dumps(payload.candidate, sort_keys=True),
+                        arm=payload.arm,
+                        iteration=payload.iteration,
+                        status="proposed",
+                        first_seq=seq,
+                    )
+                )
+        case Rejected():
+            row = session.get(CandidateRow, (campaign_id, payload.candidate_id)) if payload.candidate_id else None
+            # A duplicate proposal of an already tested candidate must not demote the original.
+            if row is not None and row.status in {"proposed", "screened"} and row.iteration == payload.iteration:
+                _set_candidate_status(session, campaign_id, payload.candidate_id, "rejected")
+        case Simulated():
+            obs = payload.observation
+            session.add(
+                ObservationRow(
+                    campaign_id=campaign_id,
+                    seq=seq,
+                    candidate_id=payload.candidate_id,
+                    source=payload.rung,
+                    fidelity=obs.get("fidelity", 0),
+                    is_lab=False,
+                    status=obs.get("status", "ok"),
+                    properties=json.dumps(obs.get("properties", {}), sort_keys=True),
+                    reason=obs.get("reason"),
+                    cost_s=obs.get("cost_s", 0.0),
+                    provenance="simulator",
+                )
+            )
+            _set_candidate_status(session, campaign_id, payload.candidate_id, "screened", highest_rung=payload.rung)
+        case Promoted():
+            if payload.to_rung == "lab":
+                status = {"promote": "screened", "hold": "held", "skip": "skipped"}[payload.decision]
+                _set_candidate_status(session, campaign_id, payload.candidate_id, status)
+        case Dispatched():
+            session.add(
+                LabJobRow(
+                    campaign_id=campaign_id,
+                    job_key=payload.job_key,
+                    candidate_id=payload.candidate_id,
+                    arm=payload.arm,
+                    iteration=payload.iteration,
+                    driver=payload.driver,
+                    status="dispatched",
+                    dispatched_seq=seq,
+                    submitted_s=payload.sim_time_s,
+                )
+            )
+            _set_candidate_status(session, campaign_id, payload.candidate_id, "dispatched")
+        case Observed():
+            session.add(
+                ObservationRow(
+                    campaign_id=campaign_id,
+                    seq=seq,
+                    candidate_id=payload.candidate_id,
+                    source=payload.driver or "lab",
+                    fidelity=-1,
+                    is_lab=True,
+                    status=payload.status,
+                    value=payload.value,
+                    properties=json.dumps({"value": payload.value, "uncertainty": payload.uncertainty}),
+                    reason=payload.reason,
+                    provenance=payload.provenance,
+                    sim_time_s=payload.sim_time_s,
+                )
+            )
+            job = session.get(LabJobRow, (campaign_id, payload.job_key))
+            if job is not None:
+                job.status = "done" if payload.status == "ok" else "failed"
+                job.observed_seq, job.completed_s, job.value = seq, payload.sim_time_s, payload.value
+                session.add(job)
+            status = "observed" if payload.status == "ok" else "failed"
+            _set_candidate_status(session, campaign_id, payload.candidate_id, status)
+            campaign = session.get(CampaignRow, campaign_id)
+            if campaign is not None:
+                campaign.n_lab += 1
+                session.add(campaign)
+        case Scored():
+            if payload.supersedes_seq is not None:
+                old = session.get(ScoreRow, (campaign_id, payload.supersedes_seq))
+                if old is not None:
+                    old.superseded_by_seq = seq
+                    session.add(old)
+            session.add(
+                ScoreRow(
+                    campaign_id=campaign_id,
+                    seq=seq,
+                    iteration=payload.iteration,
+                    stage=payload.stage,
+                    subject=payload.subject,
+                    rubric_id=payload.rubric_id,
+                    rubric_version=payload.rubric_version,
+                    criterion_id=payload.criterion_id,
+                    value=payload.value,
+                    weight=payload.weight,
+                    is_provisional=payload.is_provisional,
+                )
+            )
+        case CampaignStopped():
+            campaign = session.get(CampaignRow, campaign_id)
+            if campaign is not None:
+                campaign.status = "stopped"
+                campaign.stop_reason = payload.reason
+                campaign.best_candidate_id = payload.best_candidate_id
+                campaign.best_value = payload.best_value
+                session.add(campaign)
+        case _:
+            pass  # events without a projection (ApprovalRequested, SurrogateUpdated, LLMCall, ...)

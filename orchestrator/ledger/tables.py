@@ -1,0 +1,119 @@
+"""SQLModel tables: the append-only ``event`` table and the projections folded from it.
+
+Projections (``campaign``, ``candidate``, ``observation``, ``lab_job``, ``score``) are written in the same
+transaction as the event that changes them, and can always be rebuilt from the events alone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "PROJECTION_TABLES",
+    "CampaignRow",
+    "CandidateRow",
+    "EventRow",
+    "LabJobRow",
+    "ObservationRow",
+    "ScoreRow",
+]
+
+
+class EventRow(SQLModel, table=True):
+    """One immutable ledger entry. Triggers refuse UPDATE and DELETE (see ``store``)."""
+
+    __tablename__ = "event"
+    __table_args__ = (
+        UniqueConstraint("campaign_id", "seq", name="uq_event_campaign_seq"),
+        UniqueConstraint("idempotency_key", name="uq_event_idempotency_key"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: str = Field(index=True)
+    seq: int = Field(description="1-based position within the campaign")
+    type: str = Field(index=True)
+    schema_version: int
+    payload: str = Field(sa_column=Column(Text, nullable=False), description="canonical JSON")
+    idempotency_key: str
+    actor: str
+    at: datetime = Field(description="wall-clock UTC time of the append; not part of replay equality")
+
+
+class CampaignRow(SQLModel, table=True):
+    __tablename__ = "campaign"
+    id: str = Field(primary_key=True)
+    name: str
+    seed: int
+    status: str = Field(default="running", description="running | stopped")
+    n_lab: int = Field(default=0, description="lab observations received (ok or failed)")
+    best_candidate_id: str | None = None
+    best_value: float | None = None
+    stop_reason: str | None = None
+    started_seq: int = 0
+
+
+class CandidateRow(SQLModel, table=True):
+    __tablename__ = "candidate"
+    campaign_id: str = Field(primary_key=True)
+    candidate_id: str = Field(primary_key=True)
+    kind: str
+    canonical: str = Field(sa_column=Column(Text, nullable=False), description="candidate JSON")
+    arm: str
+    iteration: int
+    status: str = Field(description="proposed | rejected | screened | held | skipped | dispatched | observed | failed")
+    highest_rung: str | None = None
+    first_seq: int
+
+
+class ObservationRow(SQLModel, table=True):
+    __tablename__ = "observation"
+    campaign_id: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    candidate_id: str = Field(index=True)
+    source: str = Field(description="rung name, or the lab driver name")
+    fidelity: int
+    is_lab: bool
+    status: str
+    value: float | None = Field(default=None, description="objective value for the lab; None for rungs")
+    properties: str = Field(sa_column=Column(Text, nullable=False), description="JSON of properties")
+    reason: str | None = None
+    cost_s: float = 0.0
+    provenance: str = "lab"
+    sim_time_s: float | None = None
+
+
+class LabJobRow(SQLModel, table=True):
+    __tablename__ = "lab_job"
+    campaign_id: str = Field(primary_key=True)
+    job_key: str = Field(primary_key=True)
+    candidate_id: str
+    arm: str
+    iteration: int
+    driver: str
+    status: str = Field(description="dispatched | done | failed")
+    dispatched_seq: int
+    observed_seq: int | None = None
+    submitted_s: float
+    completed_s: float | None = None
+    value: float | None = None
+
+
+class ScoreRow(SQLModel, table=True):
+    __tablename__ = "score"
+    campaign_id: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    iteration: int
+    stage: str
+    subject: str = Field(index=True)
+    rubric_id: str
+    rubric_version: str
+    criterion_id: str
+    value: float
+    weight: float
+    is_provisional: bool
+    superseded_by_seq: int | None = None
+
+
+PROJECTION_TABLES: tuple[type[SQLModel], ...] = (CampaignRow, CandidateRow, ObservationRow, LabJobRow, ScoreRow)

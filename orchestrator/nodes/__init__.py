@@ -1,0 +1,26 @@
+"""Graph nodes. Each reads the ledger, does one thing, appends events and returns a partial state."""
+
+from .approve import approve
+from .decide import decide
+from .dispatch import dispatch
+from .learn import learn
+from .observe import observe
+from .plan import plan
+from .reward import reward
+from .screen import screen
+from .validate import validate
+
+__all__ = ["NODES", "approve", "decide", "dispatch", "learn", "observe", "plan", "reward", "screen", "validate"]
+
+#: The loop, in order. ``graph.py`` wires them; ``decide`` loops back to ``plan`` or ends.
+NODES = (
+    ("plan", plan),
+    ("validate", validate),
+    ("screen", screen),
+    ("approve", approve),
+    ("dispatch", dispatch),
+    ("observe", observe),
+    ("reward", reward),
+    ("learn", learn),
+    ("decide", decide),
+)

@@ -1,0 +1,91 @@
+"""plan: split this iteration's lab slots between the main and control arms and ask each for proposals."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..context import CampaignContext
+from ..events import Proposed, Rejected, SurrogateUpdated
+from ..history import lab_history
+from ..planners import PlanningContext
+from ..state import CampaignState
+
+__all__ = ["allocate_slots", "plan"]
+
+
+def allocate_slots(n_dispatched: int, n_control_so_far: int, n_slots: int, control_share: float) -> int:
+    """Control slots this batch so that the control arm's running share tracks ``control_share``.
+
+    Example:
+        >>> [allocate_slots(4 * i, i, 4, 0.25) for i in range(3)]
+        [1, 1, 1]
+    """
+    target = int(np.floor(control_share * (n_dispatched + n_slots) + 0.5))
+    return int(min(max(target - n_control_so_far, 0), n_slots))
+
+
+def _latest_surrogate_state(ctx: CampaignContext) -> dict | None:
+    events = ctx.ledger.events(ctx.campaign_id, types=[SurrogateUpdated.type])
+    for event in reversed(events):
+        if event.payload["hyperparameters"]:
+            return event.payload["hyperparameters"]
+    return None
+
+
+def _rejected_for_good(ctx: CampaignContext) -> set[str]:
+    """Candidates validation rejected as invalid or out of space (not mere duplicates); never proposed again."""
+    events = ctx.ledger.events(ctx.campaign_id, types=[Rejected.type])
+    return {e.payload["candidate_id"] for e in events if e.payload["candidate_id"] and "duplicate" not in e.payload["reason"]}
+
+
+def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
+    iteration = state["iteration"]
+    spec, pool = ctx.spec, ctx.pool
+    history = lab_history(ctx)
+    n_slots = max(min(spec.planner.batch_size, spec.budget.lab_experiments - history.n_dispatched), 0)
+    control = spec.planner.control
+    n_control = allocate_slots(history.n_dispatched, history.n_by_arm.get(control, 0), n_slots, spec.planner.control_share) if control else 0
+    slots = {spec.planner.main: n_slots - n_control, **({control: n_control} if control else {})}
+
+    excluded = set(history.tested) | _rejected_for_good(ctx)
+    available = np.asarray([i for i, cid in enumerate(pool.ids) if cid not in excluded], dtype=int)
+    observed = np.asarray([pool.index[r[0]] for r in history.results], dtype=int)
+    utilities = np.asarray([r[3] for r in history.results], dtype=float)
+    pending = np.asarray([pool.index[cid] for cid in history.pending], dtype=int)
+    surrogate_state = _latest_surrogate_state(ctx)
+    has_proxy = any(r.spec.proxy for r in ctx.rungs)
+
+    proposed_ids: list[str] = []
+    items = []
+    for arm in ctx.arms:
+        if slots.get(arm, 0) == 0:
+            continue
+        n_wanted = slots[arm] * (spec.planner.proposals_per_slot if arm == spec.planner.main and has_proxy else 1)
+        taken = {pool.index[cid] for cid in proposed_ids}
+        context = PlanningContext(
+            spec=spec,
+            pool=pool,
+            iteration=iteration,
+            available=np.asarray([i for i in available if i not in taken], dtype=int),
+            observed=observed,
+            utilities=utilities,
+            pending=pending,
+            surrogate_state=surrogate_state,
+            seed=ctx.seed,
+        )
+        for proposal in ctx.planners[arm].propose(context, n_wanted):
+            cid = proposal.candidate.id
+            proposed_ids.append(cid)
+            payload = Proposed(
+                iteration=iteration,
+                arm=proposal.arm,
+                candidate_id=cid,
+                candidate=proposal.candidate.model_dump(mode="json"),
+                hypothesis=proposal.hypothesis,
+                rationale=proposal.rationale,
+                expected=proposal.expected,
+                acquisition=proposal.acquisition,
+            )
+            items.append((payload, f"it{iteration}:proposed:{arm}:{cid}"))
+    ctx.ledger.append_many(ctx.campaign_id, items, actor="planner")
+    return {"proposed": proposed_ids, "slots": slots}

@@ -1,0 +1,59 @@
+"""validate: re-parse every proposal with the domain, and reject what is invalid, out of space or a duplicate."""
+
+from __future__ import annotations
+
+import json
+
+from ..domain import InvalidCandidate, candidate_from_dict, parse_candidate
+from ..context import CampaignContext
+from ..events import Promoted, Proposed, Rejected
+from ..history import iteration_payloads, lab_history
+from ..state import CampaignState
+
+__all__ = ["validate", "validation_error"]
+
+
+def _raw_input(candidate: dict) -> object:
+    kind = candidate.get("type")
+    return {"molecule": candidate.get("smiles"), "material": candidate.get("formula")}.get(kind, candidate.get("values"))
+
+
+def validation_error(ctx: CampaignContext, proposal: Proposed, seen: set[str], tested: frozenset[str]) -> str | None:
+    """Why a proposal cannot go forward, or None. Messages name the value and the fix."""
+    raw = _raw_input(proposal.candidate)
+    try:
+        canonical = parse_candidate(ctx.spec.campaign.kind, raw, ctx.pool.space)
+    except InvalidCandidate as exc:
+        return str(exc)
+    if canonical.id != proposal.candidate_id or candidate_from_dict(proposal.candidate) != canonical:
+        return f"proposal id {proposal.candidate_id!r} does not match its canonical form {canonical.id!r}; propose the canonical candidate"
+    if canonical.id not in ctx.pool.index:
+        return f"{raw!r} is not in the campaign's design space; propose a member of the pool"
+    if canonical.id in tested:
+        return f"duplicate: {canonical.id} was already sent to the lab; propose an untested candidate"
+    if canonical.id in seen:
+        return f"duplicate: {canonical.id} appears twice in this batch"
+    return None
+
+
+def validate(state: CampaignState, ctx: CampaignContext) -> CampaignState:
+    iteration = state["iteration"]
+    tested = lab_history(ctx).tested
+    first_rung = ctx.rungs[0].name if ctx.rungs else "lab"
+    seen: set[str] = set()
+    valid: list[str] = []
+    items = []
+    for proposal in iteration_payloads(ctx, Proposed.type, iteration):
+        error = validation_error(ctx, proposal, seen, tested)
+        seen.add(proposal.candidate_id)
+        if error:
+            raw = json.dumps(_raw_input(proposal.candidate), sort_keys=True)
+            items.append((Rejected(iteration=iteration, arm=proposal.arm, stage="validate", raw=raw, reason=error,
+                                   candidate_id=proposal.candidate_id), f"it{iteration}:rejected:{proposal.candidate_id}"))
+            continue
+        valid.append(proposal.candidate_id)
+        items.append((Promoted(iteration=iteration, candidate_id=proposal.candidate_id, from_rung="proposal",
+                               to_rung=first_rung, decision="promote", reason="valid, in space, not a duplicate"),
+                      f"it{iteration}:valid:{proposal.candidate_id}"))
+    ctx.ledger.append_many(ctx.campaign_id, items, actor="validator")
+    return {"valid": valid}

@@ -1,0 +1,172 @@
+"""Expected improvement in log space and pending-aware batch selection over a finite pool.
+
+Everything maximises: callers that minimise negate y first. ``log_expected_improvement`` follows the LogEI
+formulation of Ament et al. (2023, "Unexpected improvements to expected improvement", as in BoTorch), which stays
+finite and monotone far into the tail where plain EI underflows to zero. ``select_batch`` builds a batch with the
+Kriging believer (Ginsbourger et al., 2010): each pick, and each pending experiment, is believed to come back at the
+posterior mean, which shrinks the uncertainty around it without refitting.
+
+Example:
+    >>> import numpy as np
+    >>> from orchestrator.planners.surrogate import GPSurrogate
+    >>> X = np.array([[0.0], [0.4], [1.0]])
+    >>> y = np.array([0.0, 1.0, 0.2])
+    >>> surrogate = GPSurrogate.fit(X, y, n_steps=30)
+    >>> pool = np.linspace(0.0, 1.0, 21)[:, None]
+    >>> indices, values = select_batch(surrogate, X, y, pool, q=3)
+    >>> len(set(indices)), all(np.isfinite(values))
+    (3, True)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from orchestrator.domain import SetupError
+from orchestrator.planners.surrogate import GPSurrogate
+
+__all__ = ["log_expected_improvement", "select_batch"]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_LOG_SQRT_PI_DIV_2 = 0.5 * math.log(math.pi / 2)
+_INV_SQRT_EPS = 1 / math.sqrt(np.finfo(float).eps)
+_MIN_VARIANCE = 1e-12  # standardised units, as BoTorch clamps posterior variance before EI
+
+
+def _log1mexp(w: np.ndarray) -> np.ndarray:
+    """log(1 - exp(w)) for w < 0, accurate on both sides of -log 2 (Mächler, 2012)."""
+    with np.errstate(divide="ignore"):
+        return np.where(w > -math.log(2), np.log(-np.expm1(np.minimum(w, -1e-300))), np.log1p(-np.exp(w)))
+
+
+def _log_h(z: np.ndarray) -> np.ndarray:
+    """log(phi(z) + z * Phi(z)), the log of EI for a standard normal, stable for all finite z."""
+    z = np.asarray(z, dtype=float)
+    # z > -1: h = Phi(z) * (z + phi(z)/Phi(z)), and z + phi/Phi (the inverse Mills ratio plus z) is positive.
+    z_upper = np.maximum(z, -1.0)
+    log_phi_upper = -0.5 * z_upper**2 - _LOG_SQRT_2PI
+    log_cdf = special.log_ndtr(z_upper)
+    upper = log_cdf + np.log(z_upper + np.exp(log_phi_upper - log_cdf))
+    # z <= -1: h = phi(z) * (1 - |z| Phi(z) / phi(z)), with |z| Phi / phi = |z| erfcx(-z/√2) √(π/2) < 1.
+    z_lower = np.minimum(z, -1.0)
+    log_phi = -0.5 * z_lower**2 - _LOG_SQRT_2PI
+    z_mid = np.maximum(z_lower, -_INV_SQRT_EPS)
+    w = np.log(special.erfcx(-z_mid / math.sqrt(2)) * np.abs(z_mid)) + _LOG_SQRT_PI_DIV_2
+    # Beyond -1/sqrt(eps), 1 - |z| Phi / phi rounds to zero; its asymptote is 1 / z^2.
+    lower = log_phi + np.where(z_lower > -_INV_SQRT_EPS, _log1mexp(w), -2 * np.log(np.abs(z_lower)))
+    return np.where(z > -1.0, upper, lower)
+
+
+def log_expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.ndarray:
+    """log E[max(f - best, 0)] for f ~ Normal(mean, sd²), elementwise, for maximisation.
+
+    Stays finite where EI itself underflows (z = (mean - best) / sd far below zero) and is monotone in the mean.
+    Where ``sd`` is zero the exact limit log(max(mean - best, 0)) is returned, which is -inf without improvement.
+
+    Args:
+        mean: posterior means, any shape, in y units.
+        sd: posterior standard deviations, same shape, non-negative.
+        best: incumbent value to improve on, in y units.
+
+    Example:
+        >>> import numpy as np
+        >>> values = log_expected_improvement(np.array([0.0, -50.0]), np.array([1.0, 1.0]), best=0.0)
+        >>> bool(np.isclose(np.exp(values[0]), 1 / np.sqrt(2 * np.pi))), bool(np.isfinite(values[1]))
+        (True, True)
+    """
+    mean = np.asarray(mean, dtype=float)
+    sd = np.asarray(sd, dtype=float)
+    if np.any(sd < 0) or not np.all(np.isfinite(sd)) or not np.all(np.isfinite(mean)):
+        raise SetupError("log_expected_improvement needs finite means and non-negative finite sds")
+    is_certain = sd <= 0
+    safe_sd = np.where(is_certain, 1.0, sd)
+    values = _log_h((mean - best) / safe_sd) + np.log(safe_sd)
+    if np.any(is_certain):
+        with np.errstate(divide="ignore"):
+            values = np.where(is_certain, np.log(np.maximum(mean - best, 0.0)), values)
+    return values
+
+
+def select_batch(
+    surrogate: GPSurrogate,
+    X_train: np.ndarray,
+    y_train: np.ndarray,
+    X_pool: np.ndarray,
+    q: int,
+    *,
+    pending: np.ndarray | None = None,
+) -> tuple[list[int], list[float]]:
+    """Pick q distinct pool rows by log-EI with the Kriging believer, aware of pending experiments.
+
+    The posterior is ``surrogate``'s hyperparameters conditioned on (X_train, y_train); the surrogate is not
+    refitted. Pending rows (dispatched, not yet observed) are believed to return their posterior mean before the
+    first pick, and so is every pick before the next one. The incumbent ``best`` is max(y_train), raised by any
+    believed value above it, so the batch does not crowd around one promising point.
+
+    Args:
+        surrogate: fitted surrogate whose hyperparameters are reused.
+        X_train: observed features, shape (n_train, n_features).
+        y_train: observed values to maximise, shape (n_train,).
+        X_pool: candidate features, shape (n_pool, n_features); rows already pending should be left out.
+        q: batch size, at most n_pool.
+        pending: features of dispatched but unobserved experiments, shape (n_pending, n_features).
+
+    Returns:
+        Pool indices in pick order and their log-EI values (y units) at pick time.
+
+    Raises:
+        SetupError: for q out of range or mismatched shapes.
+
+    Example:
+        >>> import numpy as np
+        >>> from orchestrator.planners.surrogate import GPSurrogate
+        >>> X, y = np.array([[0.0], [1.0]]), np.array([0.0, 1.0])
+        >>> surrogate = GPSurrogate.fit(X, y, n_steps=20)
+        >>> pool = np.array([[0.5], [1.2], [3.0]])
+        >>> select_batch(surrogate, X, y, pool, q=2)[0]
+        [1, 2]
+    """
+    X_pool = np.asarray(X_pool, dtype=float)
+    if X_pool.ndim != 2 or X_pool.shape[1] != surrogate.n_features:
+        raise SetupError(
+            f"X_pool has shape {X_pool.shape}; expected (n_pool, {surrogate.n_features}) like the training features"
+        )
+    if not 1 <= q <= len(X_pool):
+        raise SetupError(f"{q=} must be between 1 and the pool size {len(X_pool)}; shrink the batch or grow the pool")
+    y_train = np.asarray(y_train, dtype=float)
+    posterior = _posterior_on(surrogate, X_train, y_train)
+    best = float(np.max(y_train)) if y_train.size else -math.inf
+    if pending is not None and len(pending):
+        pending = np.asarray(pending, dtype=float)
+        best = max(best, float(np.max(posterior.predict(pending)[0])))
+        posterior = posterior.fantasize(pending)
+
+    pool = posterior.pool_posterior(X_pool)
+    y_sd = posterior.hyperparameters["y_sd"]
+    is_picked = np.zeros(len(X_pool), dtype=bool)
+    indices: list[int] = []
+    values: list[float] = []
+    for _ in range(q):
+        # Work in standardised units, where the variance floor means the same thing for every objective.
+        sd_std = np.sqrt(np.maximum((pool.sd / y_sd) ** 2, _MIN_VARIANCE))
+        scores = log_expected_improvement(pool.mean / y_sd, sd_std, best / y_sd) + math.log(y_sd)
+        scores[is_picked] = -np.inf
+        index = int(np.argmax(scores))  # ties and an all -inf pool resolve to the lowest index
+        indices.append(index)
+        values.append(float(scores[index]))
+        is_picked[index] = True
+        best = max(best, float(pool.mean[index]))
+        if len(indices) < q:
+            pool.add_fantasy(index)
+    return indices, values
+
+
+def _posterior_on(surrogate: GPSurrogate, X_train: np.ndarray, y_train: np.ndarray) -> GPSurrogate:
+    """The surrogate itself when it already holds (X_train, y_train), otherwise a rebuild with its hyperparameters."""
+    X_train = np.asarray(X_train, dtype=float)
+    if np.array_equal(X_train, surrogate.X_train) and np.array_equal(y_train, surrogate.y_train):
+        return surrogate
+    return GPSurrogate.from_hyperparameters(X_train, y_train, surrogate.hyperparameters)

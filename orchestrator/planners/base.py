@@ -1,0 +1,43 @@
+"""What every planner arm sees and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..domain import Proposal
+from ..pool import Pool
+from ..spec import CampaignSpec
+
+__all__ = ["Planner", "PlanningContext"]
+
+
+@dataclass(frozen=True)
+class PlanningContext:
+    """The history a planner may use, as pool indices.
+
+    ``observed`` and ``utilities`` are the lab results so far (utility: higher is better, whatever the objective's
+    direction). ``pending`` are dispatched jobs without results. ``available`` excludes tested, pending and
+    already-rejected candidates.
+    """
+
+    spec: CampaignSpec
+    pool: Pool
+    iteration: int
+    available: np.ndarray
+    observed: np.ndarray
+    utilities: np.ndarray
+    pending: np.ndarray
+    surrogate_state: dict[str, Any] | None
+    seed: int
+
+
+@runtime_checkable
+class Planner(Protocol):
+    """A planner arm: proposes ``n`` candidates from the available pool, deterministically for a given seed."""
+
+    name: str
+
+    def propose(self, context: PlanningContext, n: int) -> list[Proposal]: ...

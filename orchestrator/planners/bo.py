@@ -1,0 +1,79 @@
+"""The Bayesian-optimisation arm: a pyro-ppl GP with pending-aware batch log-EI (Kriging believer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..domain import Proposal
+from .base import PlanningContext
+from .random_arm import RandomPlanner
+
+__all__ = ["BOPlanner", "choose_kernel", "fit_surrogate_state"]
+
+
+def choose_kernel(kind: str, requested: str) -> str:
+    """``auto`` picks Tanimoto for molecular fingerprints and Matérn-5/2 otherwise."""
+    if requested != "auto":
+        return requested
+    return "tanimoto" if kind == "molecule" else "matern52"
+
+
+def fit_surrogate_state(X: np.ndarray, y: np.ndarray, *, kernel: str, seed: int) -> dict[str, Any]:
+    """Fit the GP on lab data (features ``X``, utilities ``y``) and return its JSON-serialisable hyperparameters."""
+    from .surrogate import GPSurrogate
+
+    return GPSurrogate.fit(X, y, kernel=kernel, seed=seed).hyperparameters
+
+
+class BOPlanner:
+    """Proposes the batch that maximises log expected improvement, treating pending jobs as fantasies.
+
+    Until the surrogate has been fitted (``n_initial`` lab results), it proposes a random initial design.
+    """
+
+    name = "bo"
+
+    def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
+        n = min(n, len(context.available))
+        if n == 0:
+            return []
+        n_initial = context.spec.planner.n_initial
+        if context.surrogate_state is None or len(context.observed) < min(n_initial, 2):
+            initial = RandomPlanner(label="bo-initial").propose(context, n)
+            return [p.model_copy(update={"arm": "bo", "hypothesis": "initial design (random) before the surrogate has data"}) for p in initial]
+
+        from .acquisition import select_batch
+        from .surrogate import GPSurrogate
+
+        X = context.pool.features
+        X_train, y_train = X[context.observed], context.utilities
+        surrogate = GPSurrogate.from_hyperparameters(X_train, y_train, context.surrogate_state)
+        pending = X[context.pending] if len(context.pending) else None
+        picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n, pending=pending)
+        chosen = context.available[np.asarray(picks, dtype=int)]
+        mean, sd = surrogate.predict(X[chosen])
+        best = float(np.max(y_train))
+        proposals = []
+        for index, acq, mu, sigma in zip(chosen, log_ei, mean, sd, strict=True):
+            proposals.append(
+                Proposal(
+                    candidate=context.pool.candidates[int(index)],
+                    arm="bo",
+                    hypothesis=f"predicted utility {mu:.3g} ± {sigma:.2g} against the incumbent {best:.3g}",
+                    rationale="highest log expected improvement given the lab data and pending jobs",
+                    expected=_utility_to_value(context, float(mu)),
+                    acquisition=float(acq),
+                )
+            )
+        return proposals
+
+
+def _utility_to_value(context: PlanningContext, utility: float) -> float | None:
+    direction = context.spec.objective.direction
+    if direction == "maximize":
+        return utility
+    if direction == "minimize":
+        return -utility
+    return None  # a target utility does not say on which side of the target the value lies

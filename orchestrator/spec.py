@@ -1,0 +1,275 @@
+"""The campaign spec: a TOML file mapped onto frozen pydantic models.
+
+An invalid spec raises ``SpecError`` listing each bad field by its path, what is wrong, and a hint.
+
+Example:
+    >>> spec = CampaignSpec.model_validate({
+    ...     "campaign": {"name": "demo", "kind": "molecule"},
+    ...     "objective": {"direction": "maximize"},
+    ...     "space": {"inline": ["CCO", "CCCO"]},
+    ...     "lab": {"oracle": {"CCO": 1.0, "CCCO": 2.0}},
+    ...     "budget": {"lab_experiments": 2},
+    ... })
+    >>> spec.objective.utility(2.0), spec.planner.main
+    (2.0, 'bo')
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .domain import CandidateKind, SetupError
+
+__all__ = [
+    "ApprovalSpec",
+    "BudgetSpec",
+    "CampaignSpec",
+    "LabSpec",
+    "ObjectiveSpec",
+    "PlannerSpec",
+    "RungSpec",
+    "SpaceSpec",
+    "SpecError",
+    "StopSpec",
+    "load_spec",
+]
+
+
+class SpecError(SetupError):
+    """The campaign spec is invalid. ``problems`` holds (field path, message) pairs."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]):
+        self.source, self.problems = source, problems
+        lines = "\n".join(f"  - {path}: {message}" for path, message in problems)
+        super().__init__(f"invalid campaign spec {source}:\n{lines}")
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CampaignMeta(_Spec):
+    name: str = Field(min_length=1, description="human-readable campaign name")
+    kind: CandidateKind = Field(description="candidate kind: molecule, material or conditions")
+    seed: int = 0
+    description: str = ""
+
+
+class ObjectiveSpec(_Spec):
+    """What the lab measures and which way is better.
+
+    ``target`` direction means "hit ``target`` within ``tolerance``"; its utility is ``-|value - target|``.
+    """
+
+    property: str = Field(default="value", description="name of the measured property")
+    unit: str = ""
+    direction: Literal["maximize", "minimize", "target"]
+    target: float | None = None
+    tolerance: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _target_needs_value(self) -> ObjectiveSpec:
+        if self.direction == "target" and (self.target is None or self.tolerance is None):
+            raise ValueError("direction 'target' needs both 'target' and 'tolerance' (e.g. target = -5.0, tolerance = 0.5)")
+        return self
+
+    def utility(self, value: float) -> float:
+        """Higher is better, whatever the direction."""
+        if self.direction == "maximize":
+            return float(value)
+        if self.direction == "minimize":
+            return -float(value)
+        return -abs(float(value) - self.target)
+
+    def is_hit(self, value: float | None, threshold: float | None = None) -> bool:
+        """True when a value meets the target window, or the stop threshold for maximize/minimize."""
+        if value is None or math.isnan(value):
+            return False
+        if self.direction == "target":
+            return abs(value - self.target) <= self.tolerance
+        if threshold is None:
+            return False
+        return value >= threshold if self.direction == "maximize" else value <= threshold
+
+
+class SpaceSpec(_Spec):
+    """The design space: a CSV pool (path relative to the spec file) or an inline list."""
+
+    pool: str | None = Field(default=None, description="CSV file, relative to the spec file")
+    column: str | None = Field(default=None, description="the column holding SMILES or formulas")
+    columns: list[str] | None = Field(default=None, description="parameter columns, for kind = conditions")
+    inline: list[Any] | None = Field(default=None, description="candidates given inline instead of a pool")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SpaceSpec:
+        if (self.pool is None) == (self.inline is None):
+            raise ValueError("give exactly one of 'pool' (a CSV path) or 'inline' (a list of candidates)")
+        if self.pool is not None and not (self.column or self.columns):
+            raise ValueError("a pool needs 'column' (molecules, materials) or 'columns' (conditions)")
+        return self
+
+
+class RungSpec(_Spec):
+    """One rung of the fidelity ladder.
+
+    ``simulator = "table"`` reads ``column`` of the pool. ``proxy`` marks the property (if any) that estimates the
+    lab objective; promotion to the lab ranks by it.
+    """
+
+    name: str
+    simulator: str = Field(description="registered simulator name, e.g. 'table' or 'rdkit_descriptors'")
+    column: str | None = None
+    property: str | None = None
+    proxy: str | None = Field(default=None, description="property that estimates the objective, in its unit")
+    cost_s: float = Field(default=0.0, ge=0, description="cost per evaluation for table rungs, seconds")
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _table_needs_column(self) -> RungSpec:
+        if self.simulator == "table" and not self.column:
+            raise ValueError(f"rung {self.name!r} uses simulator 'table' and needs 'column' (a column of the pool)")
+        return self
+
+
+class LabSpec(_Spec):
+    """The lab: a driver and its parameters; the SimLab's ground truth is a pool column or an inline mapping."""
+
+    driver: str = "simlab"
+    oracle_column: str | None = Field(default=None, description="pool column holding the true objective")
+    oracle: dict[str, float] | None = Field(default=None, description="inline ground truth, raw input -> value")
+    noise_sd: float = Field(default=0.0, ge=0, description="measurement noise, objective unit")
+    parameters: dict[str, Any] = Field(default_factory=dict, description="driver keyword arguments")
+
+    @model_validator(mode="after")
+    def _simlab_needs_truth(self) -> LabSpec:
+        if self.driver == "simlab" and self.oracle_column is None and self.oracle is None:
+            raise ValueError("the simulated lab needs ground truth: set 'oracle_column' (a pool column) or 'oracle'")
+        return self
+
+
+class BudgetSpec(_Spec):
+    lab_experiments: int = Field(gt=0, description="lab experiments, count")
+    lab_hours: float | None = Field(default=None, gt=0, description="simulated lab time, hours")
+    compute_seconds: float | None = Field(default=None, gt=0, description="simulator compute, seconds")
+
+
+class PlannerSpec(_Spec):
+    """Planner arms. ``main`` proposes most experiments; ``control`` gets ``control_share`` of the lab budget."""
+
+    main: Literal["bo", "random"] = "bo"
+    control: Literal["random"] | None = "random"
+    control_share: float = Field(default=0.2, ge=0, lt=1)
+    batch_size: int = Field(default=4, gt=0, description="lab experiments per iteration")
+    n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")
+    proposals_per_slot: int = Field(default=3, ge=1, description="proposals screened per lab slot (main arm)")
+    kernel: Literal["auto", "matern52", "tanimoto"] = "auto"
+
+    @model_validator(mode="after")
+    def _control_share_needs_control(self) -> PlannerSpec:
+        if self.control is None and self.control_share > 0:
+            raise ValueError("control_share > 0 needs a control arm; set control = 'random' or control_share = 0")
+        return self
+
+
+class ApprovalSpec(_Spec):
+    """``auto`` approves batches of at most ``max_auto_jobs``; ``interrupt`` waits for a human at every batch."""
+
+    policy: Literal["auto", "interrupt"] = "auto"
+    max_auto_jobs: int = Field(default=1000, gt=0)
+
+
+class RewardSpec(_Spec):
+    rubric: str = Field(default="default", description="built-in rubric name or a TOML path relative to the spec")
+
+
+class StopSpec(_Spec):
+    on_target: bool = Field(default=False, description="stop at the first lab hit")
+    threshold: float | None = Field(default=None, description="a hit for maximize/minimize, objective unit")
+    max_iterations: int | None = Field(default=None, gt=0)
+
+
+class CampaignSpec(_Spec):
+    campaign: CampaignMeta
+    objective: ObjectiveSpec
+    space: SpaceSpec
+    ladder: list[RungSpec] = Field(default_factory=list)
+    lab: LabSpec
+    budget: BudgetSpec
+    planner: PlannerSpec = PlannerSpec()
+    approval: ApprovalSpec = ApprovalSpec()
+    rewards: RewardSpec = RewardSpec()
+    stop: StopSpec = StopSpec()
+    base_dir: str = Field(default=".", description="directory that relative paths resolve against")
+
+    @model_validator(mode="after")
+    def _unique_rungs(self) -> CampaignSpec:
+        names = [r.name for r in self.ladder]
+        if len(names) != len(set(names)):
+            raise ValueError(f"rung names must be unique; got {names}")
+        if "lab" in names:
+            raise ValueError("'lab' is reserved for the last rung; rename that rung")
+        if self.space.columns and self.campaign.kind != "conditions":
+            raise ValueError("'space.columns' is for kind = 'conditions'; use 'space.column' for molecules and materials")
+        return self
+
+    def resolve(self, path: str) -> Path:
+        """A spec-relative path made absolute."""
+        candidate = Path(path)
+        return candidate if candidate.is_absolute() else (Path(self.base_dir) / candidate).resolve()
+
+    def with_overrides(self, *, seed: int | None = None, lab_budget: int | None = None) -> CampaignSpec:
+        """A copy with the CLI's --seed / --lab-budget applied."""
+        data = self.model_dump()
+        if seed is not None:
+            data["campaign"]["seed"] = seed
+        if lab_budget is not None:
+            data["budget"]["lab_experiments"] = lab_budget
+        return validate_spec(data, source="overrides")
+
+
+_HINTS = {
+    "direction": "use 'maximize', 'minimize' or 'target'",
+    "kind": "use 'molecule', 'material' or 'conditions'",
+    "lab_experiments": "a whole number of lab experiments greater than 0, e.g. 24",
+    "extra_forbidden": "remove it or check its spelling against the documented fields",
+    "missing": "add it",
+}
+
+
+def _hint(error: dict) -> str:
+    for part in reversed(error["loc"]):
+        if isinstance(part, str) and part in _HINTS:
+            return _HINTS[part]
+    return _HINTS.get(error["type"], "")
+
+
+def validate_spec(data: dict[str, Any], *, source: str = "<dict>") -> CampaignSpec:
+    """Validate a mapping; raise ``SpecError`` with field paths and hints."""
+    try:
+        return CampaignSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            path = ".".join(str(p) for p in error["loc"]) or "(top level)"
+            message = error["msg"].removeprefix("Value error, ")
+            hint = _hint(error)
+            problems.append((path, f"{message}" + (f"; {hint}" if hint else "")))
+        raise SpecError(source, problems) from exc
+
+
+def load_spec(path: str | Path) -> CampaignSpec:
+    """Read a campaign TOML file. Relative paths inside it resolve against its directory."""
+    file = Path(path)
+    if not file.is_file():
+        raise SpecError(str(path), [("(file)", "no such file; give the path to a campaign TOML, e.g. campaigns/freesolv/campaign.toml")])
+    try:
+        data = tomllib.loads(file.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(str(path), [("(toml)", f"{exc}; fix the TOML syntax")]) from exc
+    data.setdefault("base_dir", str(file.resolve().parent))
+    return validate_spec(data, source=str(path))

@@ -1,0 +1,85 @@
+"""Campaign summaries computed from the ledger: best found, lab use, and the main arm against the control."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .events import CampaignStarted, Observed, Simulated
+from .ledger import Ledger
+from .spec import validate_spec
+
+__all__ = ["arm_comparison", "summarise"]
+
+
+def _label(canonical: str) -> str:
+    data = json.loads(canonical)
+    if data["type"] == "conditions":
+        return "; ".join(f"{k}={v}" for k, v in data["values"].items())
+    return data.get("smiles") or data.get("formula")
+
+
+def arm_comparison(results: list[tuple[str, str, float, float]], main: str, control: str | None) -> dict[str, Any]:
+    """Per-arm lab use and best utility, and how many experiments the main arm needed to match the control's best.
+
+    ``results`` are (candidate id, arm, value, utility) in the order the lab returned them.
+
+    Example:
+        >>> rows = [("a", "bo", 1, 1), ("b", "random", 2, 2), ("c", "bo", 3, 3), ("d", "random", 0, 0)]
+        >>> arm_comparison(rows, "bo", "random")["main_experiments_to_control_best"]
+        2
+    """
+    arms: dict[str, dict[str, Any]] = {}
+    for cid, arm, value, utility in results:
+        entry = arms.setdefault(arm, {"n_lab": 0, "best_value": None, "best_candidate_id": None, "_best_u": None,
+                                      "experiments_to_best": None})
+        entry["n_lab"] += 1
+        if entry["_best_u"] is None or utility > entry["_best_u"]:
+            entry.update(_best_u=utility, best_value=value, best_candidate_id=cid, experiments_to_best=entry["n_lab"])
+    out: dict[str, Any] = {"arms": {a: {k: v for k, v in e.items() if not k.startswith("_")} for a, e in arms.items()}}
+    if control and control in arms and main in arms:
+        target = arms[control]["_best_u"]
+        n = 0
+        reached = None
+        for _, arm, _, utility in results:
+            if arm == main:
+                n += 1
+                if utility >= target:
+                    reached = n
+                    break
+        out["main_experiments_to_control_best"] = reached
+        out["control_experiments_to_its_best"] = arms[control]["experiments_to_best"]
+        out["main_beats_control"] = arms[main]["_best_u"] >= target
+    return out
+
+
+def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
+    """A JSON-ready summary of one campaign, from its ledger alone."""
+    campaign = ledger.campaign(campaign_id)
+    started = ledger.events(campaign_id, types=[CampaignStarted.type])[0]
+    spec = validate_spec(started.payload["spec"])
+    labels = {row.candidate_id: _label(row.canonical) for row in ledger.candidates(campaign_id)}
+    observed = [e.typed() for e in ledger.events(campaign_id, types=[Observed.type])]
+    results = [(o.candidate_id, o.arm, o.value, spec.objective.utility(o.value)) for o in observed if o.status == "ok"]
+    best = max(results, key=lambda r: r[3], default=None)
+    compute_s = sum(e.payload["observation"].get("cost_s", 0.0) for e in ledger.events(campaign_id, types=[Simulated.type]))
+    clock_s = max((o.sim_time_s for o in observed), default=0.0)
+    return {
+        "campaign_id": campaign_id,
+        "name": campaign.name,
+        "db": ledger.url,
+        "status": campaign.status,
+        "stop_reason": campaign.stop_reason,
+        "objective": spec.objective.model_dump(),
+        "n_lab": len(observed),
+        "n_lab_failed": sum(o.status == "failed" for o in observed),
+        "lab_budget": spec.budget.lab_experiments,
+        "lab_hours": clock_s / 3600.0,
+        "compute_s": compute_s,
+        "n_hits": sum(spec.objective.is_hit(r[2], spec.stop.threshold) for r in results),
+        "best": None if best is None else {"candidate_id": best[0], "label": labels.get(best[0], best[0]),
+                                           "value": best[2], "arm": best[1]},
+        "main_arm": spec.planner.main,
+        "control_arm": spec.planner.control,
+        **arm_comparison(results, spec.planner.main, spec.planner.control),
+    }

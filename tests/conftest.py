@@ -1,0 +1,41 @@
+"""Shared fixtures: a ledger in tmp_path, and small campaign specs on the shipped example data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+FREESOLV_SPEC = ROOT / "campaigns" / "freesolv" / "campaign.toml"
+BUCHWALD_SPEC = ROOT / "campaigns" / "buchwald_hartwig" / "campaign.toml"
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    from orchestrator.ledger import Ledger
+
+    store = Ledger.open(tmp_path / "ledger.db")
+    yield store
+    store.close()
+
+
+def small_spec(path: Path = FREESOLV_SPEC, **overrides):
+    """The example spec with a small lab budget and no early stop, so a campaign runs a few iterations."""
+    from orchestrator.spec import load_spec, validate_spec
+
+    data = load_spec(path).model_dump()
+    data["budget"]["lab_experiments"] = overrides.pop("lab_experiments", 12)
+    data["stop"]["on_target"] = False
+    for dotted, value in overrides.items():
+        section, field = dotted.split("__")
+        data[section][field] = value
+    return validate_spec(data)
+
+
+@pytest.fixture
+def freesolv_spec():
+    return small_spec()

@@ -1,0 +1,141 @@
+"""A whole small campaign on the simulated lab, checked through its ledger."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.campaign import Campaign
+from orchestrator.ledger import verify
+from tests.conftest import BUCHWALD_SPEC, small_spec
+
+CAUSAL_ORDER = ["Proposed", "Simulated", "Dispatched", "Observed"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    db = tmp_path_factory.mktemp("campaign") / "ledger.db"
+    spec = small_spec(lab_experiments=12)
+    with Campaign.start(spec, db=db, campaign_id="fs") as campaign:
+        summary = campaign.run()
+        events = campaign.ledger.events("fs")
+        jobs = campaign.ledger.lab_jobs("fs")
+        report = verify(campaign.ledger, "fs")
+    return spec, summary, events, jobs, report
+
+
+def test_every_step_type_is_recorded(finished):
+    _, _, events, _, _ = finished
+    types = {e.type for e in events}
+    assert {"CampaignStarted", "Proposed", "Simulated", "Promoted", "ApprovalRequested", "Approved", "Dispatched",
+            "Observed", "Scored", "SurrogateUpdated", "CampaignStopped"} <= types
+    assert events[0].type == "CampaignStarted" and events[-1].type == "CampaignStopped"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+def test_each_candidate_moves_in_causal_order(finished):
+    _, _, events, jobs, _ = finished
+    for job in jobs:
+        first_seq = {}
+        for e in events:
+            if e.payload.get("candidate_id") == job.candidate_id:
+                first_seq.setdefault(e.type, e.seq)
+        seqs = [first_seq[t] for t in CAUSAL_ORDER]
+        assert seqs == sorted(seqs), (job.candidate_id, first_seq)
+        outcome = [e.seq for e in events if e.type == "Scored" and e.payload["subject"] == job.job_key
+                   and e.payload["stage"] == "outcome"]
+        assert outcome and min(outcome) > first_seq["Observed"]
+
+
+def test_budget_respected_and_shared_with_the_control(finished):
+    spec, summary, _, jobs, _ = finished
+    assert len(jobs) == summary["n_lab"] == spec.budget.lab_experiments
+    assert len({j.job_key for j in jobs}) == len(jobs)
+    assert len({j.candidate_id for j in jobs}) == len(jobs)
+    n_control = sum(j.arm == "random" for j in jobs)
+    assert n_control == round(spec.planner.control_share * len(jobs))
+    assert summary["status"] == "stopped" and "lab budget used" in summary["stop_reason"]
+
+
+def test_best_so_far_is_monotone_and_matches_the_summary(finished):
+    spec, summary, events, _, _ = finished
+    incumbents = [e.payload["incumbent"] for e in events if e.type == "SurrogateUpdated"]
+    assert incumbents == sorted(incumbents)
+    observed = [e.payload for e in events if e.type == "Observed" and e.payload["status"] == "ok"]
+    best = max(observed, key=lambda p: spec.objective.utility(p["value"]))
+    assert summary["best"]["candidate_id"] == best["candidate_id"]
+    assert summary["best"]["value"] == best["value"]
+    assert incumbents[-1] == spec.objective.utility(best["value"])
+
+
+def test_lab_clock_advances_and_the_surrogate_is_fitted(finished):
+    _, summary, events, jobs, _ = finished
+    assert summary["lab_hours"] > 0
+    dispatch_times = [j.submitted_s for j in sorted(jobs, key=lambda j: j.dispatched_seq)]
+    assert dispatch_times == sorted(dispatch_times) and dispatch_times[-1] > 0
+    fitted = [e.payload for e in events if e.type == "SurrogateUpdated" and e.payload["hyperparameters"]]
+    assert fitted and fitted[-1]["model"] == "pyro-gp:tanimoto"
+    assert any(e.type == "Proposed" and e.payload["acquisition"] is not None for e in events)
+
+
+def test_main_arm_proposals_are_ranked_by_the_proxy_rung(finished):
+    _, _, events, _, _ = finished
+    lab_promotions = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "lab"]
+    held = [p for p in lab_promotions if p["decision"] == "hold"]
+    assert held, "the main arm proposes more than its slots and holds the rest"
+    assert all("proxy" in p["reason"] for p in lab_promotions if p["score"] is not None)
+
+
+def test_rewards_scored_per_step(finished):
+    _, _, events, jobs, _ = finished
+    scored = [e.payload for e in events if e.type == "Scored"]
+    assert {s["stage"] for s in scored} == {"proposal", "screen", "dispatch", "outcome"}
+    assert {s["criterion_id"] for s in scored} >= {"valid_candidate", "improves_best"}
+    outcome_subjects = {s["subject"] for s in scored if s["stage"] == "outcome"}
+    assert outcome_subjects == {j.job_key for j in jobs}
+
+
+def test_projections_verify(finished):
+    assert finished[-1].is_identical
+
+
+def test_conditions_campaign_on_buchwald_hartwig(tmp_path):
+    spec = small_spec(BUCHWALD_SPEC, lab_experiments=10)
+    with Campaign.start(spec, db=tmp_path / "bh.db", campaign_id="bh") as campaign:
+        summary = campaign.run()
+        assert summary["n_lab"] == 10
+        assert summary["best"]["value"] == max(j.value for j in campaign.ledger.lab_jobs("bh"))
+        assert verify(campaign.ledger, "bh").is_identical
+        assert "Ligand_SMILES=" in summary["best"]["label"]
+
+
+def test_a_finished_campaign_cannot_be_started_twice(tmp_path):
+    spec = small_spec(lab_experiments=2)
+    with Campaign.start(spec, db=tmp_path / "x.db", campaign_id="once") as campaign:
+        campaign.run()
+    from orchestrator.domain import SetupError
+
+    with pytest.raises(SetupError, match="--resume once"):
+        Campaign.start(spec, db=tmp_path / "x.db", campaign_id="once")
+
+
+def test_human_approval_gate_interrupts_and_resumes(tmp_path):
+    spec = small_spec(lab_experiments=8, approval__policy="interrupt")
+    db = tmp_path / "gate.db"
+    with Campaign.start(spec, db=db, campaign_id="gate") as campaign:
+        summary = campaign.run()
+        question = campaign.pending_interrupt
+        assert question is not None and len(question["job_keys"]) == 4
+        assert summary["n_lab"] == 0  # nothing reaches the lab before approval
+        assert not campaign.ledger.events("gate", types=["Dispatched"])
+        denied = question["job_keys"][0]
+        campaign.run(approval=[k for k in question["job_keys"] if k != denied])
+        approved = campaign.ledger.events("gate", types=["Approved"])[0].payload
+        assert approved["approved_by"] == "human" and approved["denied_keys"] == [denied]
+        dispatched = {e.payload["job_key"] for e in campaign.ledger.events("gate", types=["Dispatched"])}
+        assert denied not in dispatched and len(dispatched) == 3
+        assert campaign.pending_interrupt is not None  # the next batch waits again
+    with Campaign.resume("gate", db=db) as campaign:  # the answer can come from another process
+        while campaign.pending_interrupt is not None:
+            campaign.run(approval=True)
+        assert campaign.is_finished
+        assert verify(campaign.ledger, "gate").is_identical

@@ -1,0 +1,92 @@
+"""The CLI contracts that later checks rely on: names, flags and JSON shapes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from tests.conftest import FREESOLV_SPEC
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    db = tmp_path_factory.mktemp("cli") / "cli.db"
+    result = invoke("run", FREESOLV_SPEC, "--db", db, "--seed", 3, "--lab-budget", 6, "--json")
+    assert result.exit_code == 0, result.output
+    return db, json.loads(result.stdout)
+
+
+def test_run_json_contract(ran):
+    db, summary = ran
+    assert {"campaign_id", "db", "n_lab", "best", "status"} <= set(summary)
+    assert summary["n_lab"] <= 6 and summary["status"] == "stopped"
+    assert {"candidate_id", "value"} <= set(summary["best"])
+    assert str(db) in summary["db"]
+
+
+def test_show_json_lists_events_with_seq_and_type(ran):
+    db, summary = ran
+    result = invoke("show", summary["campaign_id"], "--db", db, "--json")
+    events = json.loads(result.stdout)
+    assert events[0]["type"] == "CampaignStarted" and events[0]["seq"] == 1
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert invoke("show", summary["campaign_id"], "--db", db).exit_code == 0
+
+
+def test_ls_json(ran):
+    db, summary = ran
+    rows = json.loads(invoke("ls", "--db", db, "--json").stdout)
+    assert rows == [{**rows[0], "campaign_id": summary["campaign_id"], "status": "stopped", "n_lab": summary["n_lab"]}]
+
+
+def test_ledger_verify_exit_codes(ran, tmp_path):
+    db, summary = ran
+    assert invoke("ledger", "verify", "--db", db, summary["campaign_id"]).exit_code == 0
+    assert invoke("ledger", "verify", "--db", db).exit_code == 0
+    copy = tmp_path / "tampered.db"
+    source = sqlite3.connect(db)
+    target = sqlite3.connect(copy)
+    source.backup(target)
+    target.execute("UPDATE lab_job SET value = value + 1")
+    target.commit()
+    target.close()
+    source.close()
+    result = invoke("ledger", "verify", "--db", copy, summary["campaign_id"])
+    assert result.exit_code == 1
+    assert "lab_job" in result.stdout
+
+
+def test_interrupted_run_resumes_from_the_cli(tmp_path):
+    db = tmp_path / "r.db"
+    first = invoke("run", FREESOLV_SPEC, "--db", db, "--lab-budget", 8, "--max-steps", 7, "--json",
+                   "--campaign-id", "cli-resume")
+    assert json.loads(first.stdout)["status"] == "running"
+    second = invoke("run", "--resume", "cli-resume", "--db", db, "--json")
+    assert second.exit_code == 0
+    assert json.loads(second.stdout)["status"] == "stopped"
+
+
+def test_invalid_spec_exits_2_with_the_field(tmp_path):
+    spec = tmp_path / "bad.toml"
+    spec.write_text(FREESOLV_SPEC.read_text().replace('direction = "target"', 'direction = "up"'))
+    result = invoke("run", spec, "--db", tmp_path / "x.db")
+    assert result.exit_code == 2
+    assert "objective.direction" in result.output and "maximize" in result.output
+
+
+def test_missing_database_and_campaign_are_explained(tmp_path, ran):
+    result = invoke("ls", "--db", tmp_path / "nothing.db")
+    assert result.exit_code == 2 and "no ledger database" in result.output
+    db, _ = ran
+    result = invoke("show", "ghost", "--db", db)
+    assert result.exit_code == 2 and "ghost" in result.output

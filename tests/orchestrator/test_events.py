@@ -1,0 +1,42 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.events import EVENT_TYPES, CampaignStopped, Observed, Proposed, Scored, parse_payload
+
+EXAMPLES = [
+    Proposed(iteration=0, arm="bo", candidate_id="X", candidate={"type": "molecule", "smiles": "C", "id": "X",
+                                                                 "schema_version": 1}),
+    Observed(iteration=1, job_key="c/X", candidate_id="X", arm="bo", value=1.5, uncertainty=0.1, sim_time_s=3600.0),
+    Scored(iteration=1, stage="outcome", subject="c/X", rubric_id="default", rubric_version="1", criterion_id="improves",
+           value=1.0, weight=1.0, is_provisional=False),
+    CampaignStopped(reason="budget", n_lab=3, best_candidate_id="X", best_value=1.5),
+]
+
+
+@pytest.mark.parametrize("payload", EXAMPLES, ids=lambda p: p.type)
+def test_payload_round_trip(payload):
+    assert parse_payload(payload.type, payload.model_dump_json()) == payload
+
+
+def test_every_type_is_versioned_and_registered():
+    assert {"CampaignStarted", "Proposed", "Rejected", "Simulated", "Promoted", "ApprovalRequested", "Approved",
+            "Dispatched", "JobStatus", "Observed", "Scored", "RewardFinalised", "SurrogateUpdated", "LLMCall",
+            "CampaignStopped"} <= set(EVENT_TYPES)
+    assert all(cls.schema_version >= 1 for cls in EVENT_TYPES.values())
+
+
+def test_unknown_type_and_extra_fields_are_refused():
+    with pytest.raises(ValueError, match="unknown"):
+        parse_payload("Exploded", "{}")
+    with pytest.raises(ValueError):
+        parse_payload("CampaignStopped", {"reason": "x", "n_lab": 1, "surprise": True})
+
+
+@settings(max_examples=50, deadline=None)
+@given(value=st.none() | st.floats(allow_nan=False, allow_infinity=False), t=st.floats(0, 1e9),
+       status=st.sampled_from(["ok", "failed"]))
+def test_observed_round_trip(value, t, status):
+    payload = Observed(iteration=0, job_key="k", candidate_id="c", arm="random", value=value, sim_time_s=t,
+                       status=status, reason=None if status == "ok" else "jam")
+    assert parse_payload("Observed", payload.model_dump_json()) == payload

@@ -1,0 +1,58 @@
+import pytest
+
+from orchestrator.spec import SpecError, load_spec, validate_spec
+from tests.conftest import BUCHWALD_SPEC, FREESOLV_SPEC
+
+
+def test_examples_load():
+    freesolv = load_spec(FREESOLV_SPEC)
+    assert freesolv.objective.direction == "target"
+    assert [r.name for r in freesolv.ladder] == ["descriptors", "gaff"]
+    assert freesolv.resolve(freesolv.space.pool).is_file()
+    buchwald = load_spec(BUCHWALD_SPEC)
+    assert buchwald.campaign.kind == "conditions" and buchwald.objective.direction == "maximize"
+
+
+def test_objective_utility_and_hits():
+    spec = load_spec(FREESOLV_SPEC)
+    assert spec.objective.utility(-12.0) == 0.0
+    assert spec.objective.utility(-10.0) == -2.0
+    assert spec.objective.is_hit(-12.4) and not spec.objective.is_hit(-12.6)
+
+
+def _broken(**changes):
+    data = load_spec(FREESOLV_SPEC).model_dump()
+    for dotted, value in changes.items():
+        section, field = dotted.split("__")
+        data[section][field] = value
+    return data
+
+
+@pytest.mark.parametrize("changes,path,fragment", [
+    ({"objective__direction": "upwards"}, "objective.direction", "use 'maximize', 'minimize' or 'target'"),
+    ({"objective__target": None}, "objective", "needs both 'target' and 'tolerance'"),
+    ({"budget__lab_experiments": 0}, "budget.lab_experiments", "greater than 0"),
+    ({"campaign__kind": "protein"}, "campaign.kind", "use 'molecule', 'material' or 'conditions'"),
+    ({"planner__control_share": 1.5}, "planner.control_share", "less than 1"),
+    ({"space__inline": ["CCO"]}, "space", "exactly one of 'pool'"),
+    ({"lab__colour": "red"}, "lab.colour", "remove it or check its spelling"),
+])
+def test_invalid_spec_names_the_field_and_a_hint(changes, path, fragment):
+    with pytest.raises(SpecError) as err:
+        validate_spec(_broken(**changes), source="test.toml")
+    assert any(p == path and fragment in m for p, m in err.value.problems), err.value.problems
+    assert "test.toml" in str(err.value)
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(SpecError, match="no such file"):
+        load_spec(tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[campaign\nname = 1")
+    with pytest.raises(SpecError, match="TOML"):
+        load_spec(broken)
+
+
+def test_overrides():
+    spec = load_spec(FREESOLV_SPEC).with_overrides(seed=7, lab_budget=5)
+    assert (spec.campaign.seed, spec.budget.lab_experiments) == (7, 5)
