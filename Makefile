@@ -18,7 +18,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet torch==2.13.0
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[bayes,plots]"
+	$(BIN)/pip install --quiet -e ".[bayes,plots,ladders]"
 	touch $@
 
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml

@@ -35,6 +35,7 @@ __all__ = [
     "Proposed",
     "Rejected",
     "RewardFinalised",
+    "RungAssessed",
     "Scored",
     "Simulated",
     "SurrogateUpdated",
@@ -87,7 +88,6 @@ class Simulated(EventPayload):
     candidate_id: str
     rung: str
     observation: dict[str, Any] = Field(description="domain.Observation.model_dump()")
-    is_cached: bool = False
 
 
 class Promoted(EventPayload):
@@ -99,6 +99,21 @@ class Promoted(EventPayload):
     decision: Literal["promote", "skip", "hold"]
     score: float | None = None
     reason: str = ""
+    numbers: dict[str, float | None] = Field(default_factory=dict, description="the numbers behind the decision")
+
+
+class RungAssessed(EventPayload):
+    """A rung's informativeness, re-estimated against the lab results so far."""
+
+    type: ClassVar[str] = "RungAssessed"
+    iteration: int
+    rung: str
+    n_pairs: int
+    spearman: float | None = Field(description="rank correlation of proxy utility with lab utility")
+    intercept: float
+    slope: float
+    residual_sd: float | None = Field(description="sd of lab utility around the calibrated proxy, utility units")
+    is_informative: bool | None = Field(description="None until enough pairs are in")
 
 
 class ApprovalRequested(EventPayload):
@@ -201,7 +216,7 @@ class CampaignStopped(EventPayload):
 EVENT_TYPES: dict[str, type[EventPayload]] = {
     cls.type: cls
     for cls in (
-        CampaignStarted, Proposed, Rejected, Simulated, Promoted, ApprovalRequested, Approved, Dispatched,
+        CampaignStarted, Proposed, Rejected, Simulated, Promoted, RungAssessed, ApprovalRequested, Approved, Dispatched,
         JobStatus, Observed, Scored, RewardFinalised, SurrogateUpdated, LLMCall, CampaignStopped,
     )
 }

@@ -33,6 +33,7 @@ __all__ = [
     "ObjectiveSpec",
     "PlannerSpec",
     "RungSpec",
+    "ScreeningSpec",
     "SpaceSpec",
     "SpecError",
     "StopSpec",
@@ -127,6 +128,7 @@ class RungSpec(_Spec):
     property: str | None = None
     proxy: str | None = Field(default=None, description="property that estimates the objective, in its unit")
     cost_s: float = Field(default=0.0, ge=0, description="cost per evaluation for table rungs, seconds")
+    capacity: int | None = Field(default=None, gt=0, description="most candidates this rung takes per iteration")
     parameters: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -134,6 +136,16 @@ class RungSpec(_Spec):
         if self.simulator == "table" and not self.column:
             raise ValueError(f"rung {self.name!r} uses simulator 'table' and needs 'column' (a column of the pool)")
         return self
+
+
+class ScreeningSpec(_Spec):
+    """How rungs run and when a rung counts as informative about the lab."""
+
+    executor: Literal["serial", "process", "ray"] = Field(default="process", description="where simulators run")
+    cheap_s: float = Field(default=0.05, ge=0, description="rungs cheaper than this per candidate run in-process, s")
+    timeout_s: float | None = Field(default=600.0, gt=0, description="per-evaluation timeout, seconds")
+    min_pairs: int = Field(default=5, ge=3, description="lab pairs needed before a rung can be judged")
+    min_informativeness: float = Field(default=0.3, ge=0, le=1, description="|Spearman ρ| below which a rung is skipped")
 
 
 class LabSpec(_Spec):
@@ -198,6 +210,7 @@ class CampaignSpec(_Spec):
     objective: ObjectiveSpec
     space: SpaceSpec
     ladder: list[RungSpec] = Field(default_factory=list)
+    screening: ScreeningSpec = ScreeningSpec()
     lab: LabSpec
     budget: BudgetSpec
     planner: PlannerSpec = PlannerSpec()

@@ -1,4 +1,4 @@
-"""learn: refit the surrogate on every lab result so far and record its hyperparameters.
+"""learn: re-assess each proxy rung against the lab, refit the surrogate, and record both.
 
 The plan node rebuilds the posterior from these recorded hyperparameters, so a resumed campaign plans exactly as
 an uninterrupted one would.
@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..context import CampaignContext
-from ..events import SurrogateUpdated
+from ..beliefs import rung_calibrations
+from ..events import RungAssessed, SurrogateUpdated
 from ..history import lab_history
 from ..planners import choose_kernel, fit_surrogate_state
 from ..seeding import derive_seed
@@ -30,6 +31,16 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         kernel = choose_kernel(ctx.spec.campaign.kind, ctx.spec.planner.kernel)
         hyperparameters = fit_surrogate_state(X, y, kernel=kernel, seed=derive_seed(ctx.seed, iteration, "learn"))
         model = f"pyro-gp:{kernel}"
+    screening = ctx.spec.screening
+    items = []
+    for rung, calibration in rung_calibrations(ctx).items():
+        informative = calibration.is_informative(min_pairs=screening.min_pairs,
+                                                 min_informativeness=screening.min_informativeness)
+        items.append((RungAssessed(iteration=iteration, rung=rung, n_pairs=calibration.n_pairs,
+                                   spearman=calibration.spearman, intercept=calibration.intercept,
+                                   slope=calibration.slope, residual_sd=calibration.residual_sd,
+                                   is_informative=informative), f"it{iteration}:rung-assessed:{rung}"))
+    ctx.ledger.append_many(ctx.campaign_id, items, actor="learner")
     ctx.ledger.append(
         ctx.campaign_id,
         SurrogateUpdated(iteration=iteration, model=model, n_train=len(history.results), hyperparameters=hyperparameters,

@@ -19,7 +19,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
+import random
 import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -231,7 +233,8 @@ class GPSurrogate:
             X: training features, shape (n_points, n_features).
             y: training targets, shape (n_points,), any units.
             kernel: ``"matern52"`` (isotropic) or ``"tanimoto"`` (non-negative features).
-            seed: seeds torch and pyro so that the fit is reproducible.
+            seed: seeds torch and pyro (and clears pyro's param store) so that the fit is reproducible; the
+                global random generators of Python, NumPy and torch are restored afterwards.
             n_steps: Adam steps on the negative log marginal likelihood.
 
         Raises:
@@ -433,8 +436,25 @@ def _stable_jitter(kernel, X_t: torch.Tensor, noise: float) -> float:
     )
 
 
+@contextlib.contextmanager
+def _restoring_global_rngs(torch):
+    """pyro.set_rng_seed reseeds Python's, NumPy's and torch's global generators; hand the callers theirs back."""
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+
+
 def _optimise(torch, pyro, gp, X: np.ndarray, y_std: np.ndarray, init: dict[str, Any], *, seed: int, n_steps: int):
     """Maximise the marginal likelihood from ``init``; return the fitted floats, or None on numerical failure."""
+    with _restoring_global_rngs(torch):
+        return _optimise_seeded(torch, pyro, gp, X, y_std, init, seed=seed, n_steps=n_steps)
+
+
+def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int):
     from torch.distributions import constraints
 
     for jitter in _JITTERS:

@@ -82,7 +82,22 @@ def test_main_arm_proposals_are_ranked_by_the_proxy_rung(finished):
     lab_promotions = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "lab"]
     held = [p for p in lab_promotions if p["decision"] == "hold"]
     assert held, "the main arm proposes more than its slots and holds the rest"
-    assert all("proxy" in p["reason"] for p in lab_promotions if p["score"] is not None)
+    first = [p for p in lab_promotions if p["score"] is not None and "proxy utility" in p["reason"]]
+    later = [p for p in lab_promotions if "expected improvement on the fused belief" in p["reason"]]
+    assert first and later, "ranked by the proxy before lab data, by EI on the fused belief after"
+
+
+def test_escalation_decisions_carry_their_numbers(finished):
+    _, _, events, _, _ = finished
+    to_gaff = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "gaff"
+               and "voi" in e.payload["numbers"]]
+    assert to_gaff, "after the first lab results, climbing to the GAFF rung is decided by value of information"
+    for p in to_gaff:
+        n = p["numbers"]
+        assert n["voi"] >= 0 and n["cost_s"] == 3600.0
+        assert n["voi_per_s"] == pytest.approx(n["voi"] / n["cost_s"])
+    assessed = [e.payload for e in events if e.type == "RungAssessed" and e.payload["rung"] == "gaff"]
+    assert assessed[-1]["n_pairs"] >= 5 and assessed[-1]["spearman"] > 0.5 and assessed[-1]["is_informative"]
 
 
 def test_rewards_scored_per_step(finished):

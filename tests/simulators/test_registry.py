@@ -33,8 +33,8 @@ def test_load_builds_a_working_simulator_with_params():
 
 
 def test_unknown_name_lists_the_available_ones():
-    with pytest.raises(SetupError, match=r"'xtb'.*available: \[.*'rdkit_descriptors'.*'table'"):
-        load_simulator("xtb")
+    with pytest.raises(SetupError, match=r"'gaussian16'.*available: \[.*'rdkit_descriptors'.*'table'"):
+        load_simulator("gaussian16")
 
 
 def test_unexpected_parameters_are_a_setup_error():

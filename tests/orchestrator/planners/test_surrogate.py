@@ -105,6 +105,14 @@ def test_same_seed_gives_identical_fit(sine):
     assert all(np.array_equal(u, v) for u, v in zip(a.predict(grid), b.predict(grid), strict=True))
 
 
+def test_fit_leaves_the_global_random_generators_alone(sine):
+    np.random.seed(123)
+    expected = np.random.random(3)
+    np.random.seed(123)
+    GPSurrogate.fit(*sine, seed=0, n_steps=5)
+    assert np.array_equal(np.random.random(3), expected)
+
+
 _FIT_SCRIPT = """
 import json, numpy as np
 from orchestrator.planners.surrogate import GPSurrogate

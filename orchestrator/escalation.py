@@ -1,0 +1,175 @@
+"""Escalation: which candidates climb to the next rung, which rungs are worth running, and what the ladder says.
+
+The model is a Gaussian multi-fidelity fusion over the rungs. Each candidate starts with a belief about its lab
+utility, ``N(mean, sd²)``, from the lab surrogate (or from the lab results so far). A rung with a proxy property is
+calibrated against the lab on the pairs seen so far: ``lab utility ≈ intercept + slope · proxy utility``, with a
+residual sd. Running that rung is then a noisy measurement of the lab utility, and fusing it is a precision-weighted
+update (the linear co-kriging of Kennedy & O'Hagan, with one scalar per rung).
+
+Promotion weighs the expected value of that information against the rung's cost. The decision the information can
+change is whether the candidate is among the ones sent to the lab: if its mean sits far above or below the cut-off
+``threshold``, a rung result is unlikely to flip it. For a Gaussian preposterior with sd ``s`` (the sd of the
+posterior mean before the rung runs),
+
+    voi = E[max(mean', threshold)] - max(mean, threshold) = s · (φ(z) - |z| · Φ(-|z|)),  z = (mean - threshold) / s
+
+in utility units, and the promotion score is ``voi / cost_s``. A rung whose rank correlation with the lab is below
+``min_informativeness`` on at least ``min_pairs`` pairs is skipped by the main arm (the control arm keeps running
+it, so its informativeness keeps being re-estimated).
+
+Example:
+    >>> calibration = calibrate_rung("gaff", [(0.0, 0.1), (1.0, 1.1), (2.0, 1.9), (3.0, 3.2), (4.0, 3.9)])
+    >>> round(calibration.spearman, 2), calibration.is_informative()
+    (1.0, True)
+    >>> belief = Belief(mean=0.0, sd=1.0)
+    >>> fused = belief.fuse(calibration.predict(2.5), calibration.residual_sd)
+    >>> round(fused.mean, 1), fused.sd < 0.2  # the calibrated rung dominates a vague prior
+    (2.5, True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm, spearmanr
+
+__all__ = [
+    "Belief",
+    "RungCalibration",
+    "calibrate_rung",
+    "decision_threshold",
+    "expected_value_of_information",
+    "promote_by_value_per_cost",
+]
+
+#: Before a rung has met the lab, assume it is this well rank-correlated with the lab (an optimistic prior, so
+#: every rung gets tried and measured).
+PRIOR_INFORMATIVENESS = 0.5
+
+
+@dataclass(frozen=True)
+class Belief:
+    """A Gaussian belief about one candidate's lab utility (utility units: higher is better)."""
+
+    mean: float
+    sd: float
+
+    def fuse(self, measurement: float, noise_sd: float) -> Belief:
+        """Precision-weighted update with a measurement of the lab utility that has sd ``noise_sd``."""
+        prior_var, noise_var = max(self.sd, 1e-12) ** 2, max(noise_sd, 1e-12) ** 2
+        var = 1.0 / (1.0 / prior_var + 1.0 / noise_var)
+        return Belief(mean=var * (self.mean / prior_var + measurement / noise_var), sd=math.sqrt(var))
+
+    def preposterior_sd(self, noise_sd: float) -> float:
+        """Sd of the posterior mean before the measurement is made: ``sd² / sqrt(sd² + noise²)``."""
+        return self.sd**2 / math.sqrt(self.sd**2 + noise_sd**2)
+
+
+@dataclass(frozen=True)
+class RungCalibration:
+    """How a rung's proxy relates to the lab, from the (proxy utility, lab utility) pairs seen so far."""
+
+    rung: str
+    n_pairs: int
+    spearman: float | None
+    intercept: float
+    slope: float
+    residual_sd: float | None
+
+    def is_informative(self, *, min_pairs: int = 5, min_informativeness: float = 0.3) -> bool | None:
+        """True or False once ``min_pairs`` pairs are in; None (not yet known) before."""
+        if self.n_pairs < min_pairs or self.spearman is None:
+            return None
+        return abs(self.spearman) >= min_informativeness
+
+    def predict(self, proxy_utility: float) -> float:
+        """The lab utility this rung's proxy predicts."""
+        return self.intercept + self.slope * proxy_utility
+
+    def noise_sd(self, prior_sd: float) -> float:
+        """The measurement noise of this rung as a predictor of the lab utility, in utility units.
+
+        With too few pairs for a residual, it is set so that the rung explains ``PRIOR_INFORMATIVENESS²`` of the
+        prior variance.
+        """
+        if self.residual_sd is not None and self.n_pairs >= 5:
+            return max(self.residual_sd, 1e-6)
+        rho = PRIOR_INFORMATIVENESS
+        return prior_sd * math.sqrt((1 - rho**2) / rho**2)
+
+    def as_numbers(self) -> dict[str, float | None]:
+        return {"n_pairs": float(self.n_pairs), "spearman": self.spearman, "intercept": self.intercept,
+                "slope": self.slope, "residual_sd": self.residual_sd}
+
+
+def calibrate_rung(rung: str, pairs: Sequence[tuple[float, float]]) -> RungCalibration:
+    """Fit ``lab ≈ intercept + slope · proxy`` and the rank correlation on (proxy utility, lab utility) pairs.
+
+    With fewer than 3 pairs the map is the identity and the correlation unknown.
+    """
+    if len(pairs) < 3:
+        return RungCalibration(rung, len(pairs), None, 0.0, 1.0, None)
+    x, y = np.asarray(pairs, dtype=float).T
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return RungCalibration(rung, len(pairs), 0.0, float(np.mean(y)), 0.0, float(np.std(y)) or None)
+    rho = float(spearmanr(x, y).statistic)
+    slope, intercept = np.polyfit(x, y, 1)
+    residuals = y - (intercept + slope * x)
+    dof = max(len(pairs) - 2, 1)
+    return RungCalibration(rung, len(pairs), rho, float(intercept), float(slope),
+                           float(math.sqrt(float(residuals @ residuals) / dof)))
+
+
+def expected_value_of_information(belief: Belief, noise_sd: float, threshold: float) -> float:
+    """Expected gain in ``max(mean, threshold)`` from one rung measurement with sd ``noise_sd`` (utility units).
+
+    Example:
+        >>> round(expected_value_of_information(Belief(0.0, 1.0), 1.0, 0.0), 4)  # s = 1/sqrt(2), z = 0
+        0.2821
+        >>> expected_value_of_information(Belief(5.0, 1.0), 1.0, 0.0) < 1e-6  # far above the cut: nothing to learn
+        True
+    """
+    s = belief.preposterior_sd(noise_sd)
+    if s <= 0 or not math.isfinite(threshold):
+        return 0.0
+    z = abs(belief.mean - threshold) / s
+    return float(s * (norm.pdf(z) - z * norm.sf(z)))
+
+
+def decision_threshold(means: Sequence[float], n_slots: int) -> float:
+    """The cut-off for the lab: midway between the ``n_slots``-th and the next best mean (−inf if all fit)."""
+    ordered = sorted(means, reverse=True)
+    if n_slots <= 0:
+        return math.inf
+    if len(ordered) <= n_slots:
+        return -math.inf
+    return 0.5 * (ordered[n_slots - 1] + ordered[n_slots])
+
+
+def promote_by_value_per_cost(
+    beliefs: dict[str, Belief],
+    costs_s: dict[str, float],
+    noise_sd: float,
+    threshold: float,
+    *,
+    capacity: int | None = None,
+    min_voi: float = 0.0,
+) -> list[tuple[str, float, float, bool]]:
+    """Rank candidates by value of information per second of the next rung and choose who climbs.
+
+    Returns (candidate id, voi, voi per second, is_promoted) in rank order. At most ``capacity`` are promoted, and
+    never one whose voi is at or below ``min_voi`` (utility units).
+    """
+    scored = []
+    for cid, belief in beliefs.items():
+        voi = expected_value_of_information(belief, noise_sd, threshold)
+        scored.append((cid, voi, voi / max(costs_s.get(cid, 0.0), 1e-9)))
+    scored.sort(key=lambda row: -row[2])
+    out = []
+    for rank, (cid, voi, per_s) in enumerate(scored):
+        is_in = voi > min_voi and (capacity is None or rank < capacity)
+        out.append((cid, voi, per_s, is_in))
+    return out
