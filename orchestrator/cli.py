@@ -154,6 +154,56 @@ def _print_summary(summary: dict[str, Any]) -> None:
                   f"closedloop run --resume {summary['campaign_id']} --db {summary['db']} --approve all")
 
 
+# --------------------------------------------------------------------------------------------------- simulate
+@app.command()
+def simulate(
+    inputs: Annotated[list[str], typer.Argument(help="SMILES (molecules) or formulas (materials)")],
+    kind: Annotated[str, typer.Option("--kind", help="molecule or material")] = "molecule",
+    ladder: Annotated[str | None, typer.Option("--ladder", help="built-in ladder name (default: the kind's)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print a JSON list of results")] = False,
+) -> None:
+    """Run every rung of a ladder on the inputs and print, per input and rung, the properties, status and seconds."""
+    import time
+
+    from simulators import load_simulator
+    from simulators.named_ladders import ladder_rungs
+
+    from .domain import InvalidCandidate, parse_candidate
+
+    if kind not in {"molecule", "material"}:
+        _fail(f"--kind {kind!r} is not supported here; use 'molecule' or 'material'")
+    candidates = []
+    for text in inputs:
+        try:
+            candidates.append(parse_candidate(kind, text))
+        except InvalidCandidate as exc:
+            _fail(f"input {text!r}: {exc}")
+    try:
+        rungs = [load_simulator(name) for name in ladder_rungs(kind, ladder)]
+    except ClosedLoopError as exc:
+        _fail(str(exc))
+    rows = []
+    for rung in rungs:
+        for text, candidate in zip(inputs, candidates, strict=True):
+            start = time.perf_counter()
+            [observation] = rung.evaluate([candidate])
+            rows.append({"input": text, "candidate_id": candidate.id, "rung": rung.name, "fidelity": rung.fidelity,
+                         "status": observation.status, "reason": observation.reason,
+                         "properties": observation.properties, "cost_model_s": observation.cost_s,
+                         "wall_s": time.perf_counter() - start})
+    rows.sort(key=lambda r: (inputs.index(r["input"]), r["fidelity"]))
+    if as_json:
+        _emit_json(rows)
+        return
+    table = Table(title=f"{kind} ladder: {' → '.join(r.name for r in rungs)}")
+    for column in ("input", "rung", "status", "seconds", "properties"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in r["properties"].items()) or (r["reason"] or "")
+        table.add_row(r["input"], r["rung"], r["status"], f"{r['wall_s']:.3f}", shown)
+    out.print(table)
+
+
 # --------------------------------------------------------------------------------------------------- show / ls
 @app.command()
 def show(

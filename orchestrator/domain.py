@@ -40,6 +40,7 @@ __all__ = [
     "SimulationFailed",
     "candidate_from_dict",
     "featurise",
+    "objective_utility",
     "parse_candidate",
 ]
 
@@ -331,6 +332,23 @@ def featurise(candidates: Sequence[Molecule | Material | Conditions], space: Con
         else:
             rows.append(candidate.features())
     return np.vstack(rows) if rows else np.zeros((0, 0))
+
+
+# --------------------------------------------------------------------------------------------------- objective
+def objective_utility(direction: str, value: float, target: float | None = None) -> float:
+    """Utility of a measured value: higher is better whatever the direction (``-|value - target|`` for a target).
+
+    Example:
+        >>> objective_utility("minimize", 2.0), objective_utility("target", -11.0, target=-12.0)
+        (-2.0, -1.0)
+    """
+    if direction == "maximize":
+        return float(value)
+    if direction == "minimize":
+        return -float(value)
+    if direction == "target":
+        return -abs(float(value) - float(target))
+    raise SetupError(f"objective direction {direction!r} is unknown; use 'maximize', 'minimize' or 'target'")
 
 
 # --------------------------------------------------------------------------------------------------- steps

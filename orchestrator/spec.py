@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .domain import CandidateKind, SetupError
+from .domain import CandidateKind, SetupError, objective_utility
 
 __all__ = [
     "ApprovalSpec",
@@ -81,11 +81,7 @@ class ObjectiveSpec(_Spec):
 
     def utility(self, value: float) -> float:
         """Higher is better, whatever the direction."""
-        if self.direction == "maximize":
-            return float(value)
-        if self.direction == "minimize":
-            return -float(value)
-        return -abs(float(value) - self.target)
+        return objective_utility(self.direction, value, self.target)
 
     def is_hit(self, value: float | None, threshold: float | None = None) -> bool:
         """True when a value meets the target window, or the stop threshold for maximize/minimize."""
@@ -255,6 +251,8 @@ _HINTS = {
 
 
 def _hint(error: dict) -> str:
+    if error["type"] == "literal_error":  # pydantic's message already lists the allowed values
+        return ""
     for part in reversed(error["loc"]):
         if isinstance(part, str) and part in _HINTS:
             return _HINTS[part]

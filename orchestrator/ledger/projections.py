@@ -6,6 +6,7 @@ import json
 
 from sqlmodel import Session
 
+from ..domain import objective_utility
 from ..events import (
     CampaignStarted,
     CampaignStopped,
@@ -36,13 +37,22 @@ def _set_candidate_status(session: Session, campaign_id: str, candidate_id: str 
     session.add(row)
 
 
+def _utility(objective_json: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    objective = json.loads(objective_json or "{}")
+    return objective_utility(objective.get("direction", "maximize"), value, objective.get("target"))
+
+
 def apply_event(session: Session, campaign_id: str, seq: int, payload: EventPayload) -> None:
     """Update the projections for one event, inside the caller's transaction."""
     match payload:
         case CampaignStarted():
             if session.get(CampaignRow, campaign_id) is not None:
                 raise LedgerConflict(f"campaign {campaign_id!r} has already started; pick a new campaign id or resume it")
-            session.add(CampaignRow(id=campaign_id, name=payload.name, seed=payload.seed, started_seq=seq))
+            objective = json.dumps(payload.spec.get("objective", {}), sort_keys=True)
+            session.add(CampaignRow(id=campaign_id, name=payload.name, seed=payload.seed, started_seq=seq,
+                                    objective=objective))
         case Proposed():
             if session.get(CandidateRow, (campaign_id, payload.candidate_id)) is None:
                 session.add(
@@ -126,6 +136,11 @@ def apply_event(session: Session, campaign_id: str, seq: int, payload: EventPayl
             campaign = session.get(CampaignRow, campaign_id)
             if campaign is not None:
                 campaign.n_lab += 1
+                utility = _utility(campaign.objective, payload.value) if payload.status == "ok" else None
+                if utility is not None and (
+                    campaign.best_value is None or utility > _utility(campaign.objective, campaign.best_value)
+                ):
+                    campaign.best_value, campaign.best_candidate_id = payload.value, payload.candidate_id
                 session.add(campaign)
         case Scored():
             if payload.supersedes_seq is not None:

@@ -52,6 +52,8 @@ class CampaignRow(SQLModel, table=True):
     best_value: float | None = None
     stop_reason: str | None = None
     started_seq: int = 0
+    objective: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"),
+                           description="objective spec JSON, to keep the best result current")
 
 
 class CandidateRow(SQLModel, table=True):

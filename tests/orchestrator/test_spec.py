@@ -29,10 +29,10 @@ def _broken(**changes):
 
 
 @pytest.mark.parametrize("changes,path,fragment", [
-    ({"objective__direction": "upwards"}, "objective.direction", "use 'maximize', 'minimize' or 'target'"),
+    ({"objective__direction": "upwards"}, "objective.direction", "'maximize', 'minimize' or 'target'"),
     ({"objective__target": None}, "objective", "needs both 'target' and 'tolerance'"),
     ({"budget__lab_experiments": 0}, "budget.lab_experiments", "greater than 0"),
-    ({"campaign__kind": "protein"}, "campaign.kind", "use 'molecule', 'material' or 'conditions'"),
+    ({"campaign__kind": "protein"}, "campaign.kind", "'molecule', 'material' or 'conditions'"),
     ({"planner__control_share": 1.5}, "planner.control_share", "less than 1"),
     ({"space__inline": ["CCO"]}, "space", "exactly one of 'pool'"),
     ({"lab__colour": "red"}, "lab.colour", "remove it or check its spelling"),

@@ -107,3 +107,13 @@ def test_unknown_campaign_and_missing_directory_errors(ledger, tmp_path):
         ledger.campaign("nope")
     with pytest.raises(LedgerError, match="does not exist"):
         Ledger.open(tmp_path / "missing" / "x.db")
+
+
+def test_campaign_best_is_current_while_running(ledger):
+    ledger.append("m", CampaignStarted(name="m", seed=0, spec={"objective": {"direction": "minimize"}}), key="s")
+    for n, value in enumerate([3.0, 1.0, 2.0]):
+        ledger.append("m", Observed(iteration=0, job_key=f"m/{n}", candidate_id=f"c{n}", arm="bo", value=value,
+                                    sim_time_s=float(n)), key=f"o{n}")
+    row = ledger.campaign("m")
+    assert (row.best_candidate_id, row.best_value, row.status) == ("c1", 1.0, "running")
+    assert verify(ledger, "m").is_identical
