@@ -15,7 +15,7 @@ from .planners import Planner, make_planner
 from .pool import Pool, load_pool
 from .spec import CampaignSpec, RungSpec
 
-__all__ = ["CampaignContext", "Rung", "build_context", "lab_clock_s"]
+__all__ = ["CampaignContext", "Rung", "build_context", "lab_now", "lab_time_s", "replay_lab"]
 
 
 @dataclass
@@ -41,6 +41,10 @@ class CampaignContext:
     rubric: Any
     planners: dict[str, Planner]
     loop: LoopThread = field(default_factory=LoopThread)
+    max_pending: int = 1
+    """Jobs the lab may hold at once (spec, else the driver's parallel capacity)."""
+    resources: dict[str, Any] = field(default_factory=dict)
+    """Things made on first use and closed with the campaign: the simulator executor and the result cache."""
 
     @property
     def seed(self) -> int:
@@ -52,24 +56,55 @@ class CampaignContext:
         return [self.spec.planner.main] + ([self.spec.planner.control] if self.spec.planner.control else [])
 
     def close(self) -> None:
+        for name in ("executor", "cache"):
+            resource = self.resources.pop(name, None)
+            if resource is not None:
+                resource.close()
         self.loop.close()
 
 
-def lab_clock_s(ledger: Ledger, campaign_id: str) -> float:
-    """Where a (re)started simulated lab's clock must stand, in seconds since the campaign started.
+def lab_time_s(ledger: Ledger, campaign_id: str) -> float:
+    """The lab clock the ledger has reached (latest dispatch or result), seconds since the campaign started."""
+    times = [e.payload["sim_time_s"] for e in ledger.events(campaign_id, types=["Dispatched", "Observed"])]
+    return max(times, default=0.0)
 
-    Batches are dispatched together when the previous batch has finished. If the latest batch is still open (a
-    crash during dispatch or observe), the clock restarts at its dispatch time, so that re-running the batch
-    reproduces its queueing exactly; otherwise it stands at the latest completion.
+
+def lab_now(ctx: CampaignContext) -> float:
+    """The lab clock in seconds since the campaign started: simulated for a simulated lab, wall time otherwise."""
+    if hasattr(ctx.driver, "now"):
+        return float(ctx.driver.now)
+    import datetime as _dt
+
+    started = ctx.ledger.events(ctx.campaign_id, types=["CampaignStarted"])[0].at
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=_dt.UTC)
+    return (_dt.datetime.now(_dt.UTC) - started).total_seconds()
+
+
+def replay_lab(ctx: CampaignContext) -> None:
+    """Bring a freshly built simulated lab to the state the ledger records, by replaying its interactions.
+
+    The simulated lab is deterministic, so submitting the same jobs at the same lab times and waiting in the same
+    rounds reproduces every queue, every station and the clock exactly. Real labs keep their own state.
     """
-    jobs = ledger.lab_jobs(campaign_id)
-    if not jobs:
-        return 0.0
-    latest = max(j.iteration for j in jobs)
-    batch = [j for j in jobs if j.iteration == latest]
-    if any(j.status == "dispatched" for j in batch):
-        return min(j.submitted_s for j in batch)
-    return max(j.completed_s for j in jobs if j.completed_s is not None)
+    driver = ctx.driver
+    if not hasattr(driver, "run_until"):
+        return
+    from .jobs import make_job
+    from .nodes.observe import wait_for_jobs
+
+    open_handles: dict[str, object] = {}
+    last_round = None
+    for event in ctx.ledger.events(ctx.campaign_id, types=["Dispatched", "Observed"]):
+        p = event.payload
+        if event.type == "Dispatched":
+            driver.run_until(p["sim_time_s"])
+            open_handles[p["job_key"]] = ctx.loop.run(driver.submit(make_job(ctx, p["job_key"])))
+        elif p["provenance"] == "lab":
+            if p["observe_iteration"] != last_round:
+                wait_for_jobs(ctx, list(open_handles.values()))
+                last_round = p["observe_iteration"]
+            open_handles.pop(p["job_key"], None)
 
 
 def _build_rungs(spec: CampaignSpec, pool: Pool) -> list[Rung]:
@@ -100,7 +135,7 @@ def _build_rungs(spec: CampaignSpec, pool: Pool) -> list[Rung]:
     return rungs
 
 
-def _build_driver(spec: CampaignSpec, pool: Pool, start_time_s: float):
+def _build_driver(spec: CampaignSpec, pool: Pool):
     from instruments import TableOracle, load_driver
 
     params: dict[str, Any] = dict(spec.lab.parameters)
@@ -109,7 +144,6 @@ def _build_driver(spec: CampaignSpec, pool: Pool, start_time_s: float):
         params.setdefault("oracle", TableOracle(pool.column(column), property=spec.objective.property))
         params.setdefault("noise_sd", spec.lab.noise_sd)
         params.setdefault("seed", spec.campaign.seed)
-        params.setdefault("start_time_s", start_time_s)
     return load_driver(spec.lab.driver, **params)
 
 
@@ -122,13 +156,18 @@ def build_context(spec: CampaignSpec, ledger: Ledger, campaign_id: str) -> Campa
     if rubric_ref.endswith(".toml"):
         rubric_ref = str(spec.resolve(rubric_ref))
     planners = {arm: make_planner(arm) for arm in {spec.planner.main, spec.planner.control} if arm}
-    return CampaignContext(
+    ctx = CampaignContext(
         campaign_id=campaign_id,
         spec=spec,
         pool=pool,
         ledger=ledger,
         rungs=_build_rungs(spec, pool),
-        driver=_build_driver(spec, pool, lab_clock_s(ledger, campaign_id)),
+        driver=_build_driver(spec, pool),
         rubric=load_rubric(rubric_ref),
         planners=planners,
     )
+    capabilities = ctx.loop.run(ctx.driver.capabilities())
+    parallel = capabilities.get("max_parallel_jobs") or sum(capabilities.get("stations", {}).values())
+    ctx.max_pending = spec.lab.max_pending or int(parallel) or spec.planner.batch_size
+    replay_lab(ctx)
+    return ctx

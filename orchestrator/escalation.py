@@ -157,11 +157,12 @@ def promote_by_value_per_cost(
     *,
     capacity: int | None = None,
     min_voi: float = 0.0,
+    budget_s: float | None = None,
 ) -> list[tuple[str, float, float, bool]]:
     """Rank candidates by value of information per second of the next rung and choose who climbs.
 
-    Returns (candidate id, voi, voi per second, is_promoted) in rank order. At most ``capacity`` are promoted, and
-    never one whose voi is at or below ``min_voi`` (utility units).
+    Returns (candidate id, voi, voi per second, is_promoted) in rank order. At most ``capacity`` are promoted, never
+    one whose voi is at or below ``min_voi`` (utility units), and the promoted ones cost at most ``budget_s`` in all.
     """
     scored = []
     for cid, belief in beliefs.items():
@@ -169,7 +170,12 @@ def promote_by_value_per_cost(
         scored.append((cid, voi, voi / max(costs_s.get(cid, 0.0), 1e-9)))
     scored.sort(key=lambda row: -row[2])
     out = []
-    for rank, (cid, voi, per_s) in enumerate(scored):
-        is_in = voi > min_voi and (capacity is None or rank < capacity)
+    n_in, spent = 0, 0.0
+    for cid, voi, per_s in scored:
+        cost = costs_s.get(cid, 0.0)
+        is_in = (voi > min_voi and (capacity is None or n_in < capacity)
+                 and (budget_s is None or spent + cost <= budget_s))
+        if is_in:
+            n_in, spent = n_in + 1, spent + cost
         out.append((cid, voi, per_s, is_in))
     return out

@@ -28,6 +28,7 @@ __all__ = [
     "Dispatched",
     "Event",
     "EventPayload",
+    "FailureHandled",
     "JobStatus",
     "LLMCall",
     "Observed",
@@ -163,6 +164,23 @@ class Observed(EventPayload):
     sim_time_s: float = Field(description="lab clock at completion, seconds since campaign start")
     provenance: Literal["lab", "imported"] = "lab"
     driver: str = ""
+    observe_iteration: int | None = Field(default=None, description="the observe round that recorded it")
+
+
+class FailureHandled(EventPayload):
+    """What was done about a failed lab job: retried (under a new job key), skipped, or the campaign aborted."""
+
+    type: ClassVar[str] = "FailureHandled"
+    iteration: int
+    job_key: str
+    candidate_id: str
+    arm: str
+    action: Literal["retry", "skip", "abort"]
+    reason: str = Field(description="why the job failed, as the lab said")
+    decided_by: str = Field(description="'policy:<name>' or 'human'")
+    attempt: int = Field(description="1 for the first run of a candidate")
+    retry_key: str | None = None
+    not_before_s: float | None = Field(default=None, description="lab clock before which the retry may not start, s")
 
 
 class Scored(EventPayload):
@@ -217,7 +235,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
     cls.type: cls
     for cls in (
         CampaignStarted, Proposed, Rejected, Simulated, Promoted, RungAssessed, ApprovalRequested, Approved, Dispatched,
-        JobStatus, Observed, Scored, RewardFinalised, SurrogateUpdated, LLMCall, CampaignStopped,
+        JobStatus, Observed, FailureHandled, Scored, RewardFinalised, SurrogateUpdated, LLMCall, CampaignStopped,
     )
 }
 

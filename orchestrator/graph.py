@@ -14,16 +14,17 @@ __all__ = ["build_graph"]
 
 
 def _after_decide(state: CampaignState) -> str:
-    return END if state.get("is_done") else "plan"
+    return {"plan": "plan", "observe": "observe"}.get(state.get("next_node", "plan"), END)
 
 
 def build_graph(ctx: CampaignContext, checkpointer):
-    """Compile plan → validate → screen → approve → dispatch → observe → reward → learn → decide → (plan | end)."""
+    """Compile plan → validate → screen → approve → dispatch → observe → recover → reward → learn → decide, and
+    from decide back to plan, to observe (to drain the lab), or to the end."""
     graph = StateGraph(CampaignState)
     for name, node in NODES:
         graph.add_node(name, partial(node, ctx=ctx))
     graph.add_edge(START, NODES[0][0])
     for (name, _), (following, _) in zip(NODES, NODES[1:]):
         graph.add_edge(name, following)
-    graph.add_conditional_edges(NODES[-1][0], _after_decide, {"plan": "plan", END: END})
+    graph.add_conditional_edges(NODES[-1][0], _after_decide, {"plan": "plan", "observe": "observe", END: END})
     return graph.compile(checkpointer=checkpointer)

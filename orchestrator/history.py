@@ -2,45 +2,67 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .context import CampaignContext
-from .events import EventPayload, parse_payload
+from .events import Dispatched, EventPayload, FailureHandled, parse_payload
 
-__all__ = ["LabHistory", "iteration_payloads", "lab_history"]
+__all__ = ["LabHistory", "iteration_payloads", "lab_history", "pending_retries"]
 
 
 @dataclass(frozen=True)
 class LabHistory:
-    """Lab jobs so far. ``results`` holds (candidate id, arm, value, utility) for successful jobs, in seq order."""
+    """Lab jobs so far.
+
+    ``results`` holds (candidate id, arm, value, utility) of successful jobs in the order they were observed;
+    ``failures`` holds (job key, candidate id, arm, reason) of failed ones. ``tested`` are candidates with at least
+    one job; ``pending`` candidates have a job in the lab now.
+    """
 
     tested: frozenset[str]
     pending: tuple[str, ...]
     results: tuple[tuple[str, str, float, float], ...]
+    failures: tuple[tuple[str, str, str, str], ...]
     n_dispatched: int
-    n_by_arm: dict[str, int]
+    n_by_arm: dict[str, int] = field(default_factory=dict)
 
     @property
     def best(self) -> tuple[str, str, float, float] | None:
         """The result with the highest utility (earliest wins ties)."""
         return max(self.results, key=lambda r: r[3], default=None)
 
+    @property
+    def n_finished(self) -> int:
+        return len(self.results) + len(self.failures)
+
 
 def lab_history(ctx: CampaignContext) -> LabHistory:
-    jobs = ctx.ledger.lab_jobs(ctx.campaign_id)
-    jobs.sort(key=lambda j: j.dispatched_seq)
+    jobs = sorted(ctx.ledger.lab_jobs(ctx.campaign_id), key=lambda j: j.dispatched_seq)
     objective = ctx.spec.objective
     n_by_arm: dict[str, int] = {}
     for job in jobs:
         n_by_arm[job.arm] = n_by_arm.get(job.arm, 0) + 1
     done = sorted((j for j in jobs if j.status == "done" and j.value is not None), key=lambda j: j.observed_seq)
+    failed = sorted((j for j in jobs if j.status == "failed"), key=lambda j: j.observed_seq)
+    reasons = {o.seq: o.reason for o in ctx.ledger.observations(ctx.campaign_id) if o.is_lab and o.status == "failed"}
     return LabHistory(
         tested=frozenset(j.candidate_id for j in jobs),
         pending=tuple(j.candidate_id for j in jobs if j.status == "dispatched"),
         results=tuple((j.candidate_id, j.arm, j.value, objective.utility(j.value)) for j in done),
+        failures=tuple((j.job_key, j.candidate_id, j.arm, reasons.get(j.observed_seq) or "") for j in failed),
         n_dispatched=len(jobs),
         n_by_arm=n_by_arm,
     )
+
+
+def pending_retries(ctx: CampaignContext) -> list[FailureHandled]:
+    """Retries decided but not yet dispatched, oldest first."""
+    dispatched = {e.payload["job_key"] for e in ctx.ledger.events(ctx.campaign_id, types=[Dispatched.type])}
+    handled = [e.typed() for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])]
+    withdrawn = {h.job_key for h in handled if h.action != "retry"}
+    withdrawn |= {e.payload["raw"] for e in ctx.ledger.events(ctx.campaign_id, types=["Rejected"])
+                  if e.payload["stage"] == "dispatch"}
+    return [h for h in handled if h.action == "retry" and h.retry_key not in dispatched | withdrawn]
 
 
 def iteration_payloads(ctx: CampaignContext, event_type: str, iteration: int) -> list[EventPayload]:

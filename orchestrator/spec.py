@@ -152,6 +152,17 @@ class LabSpec(_Spec):
     oracle: dict[str, float] | None = Field(default=None, description="inline ground truth, raw input -> value")
     noise_sd: float = Field(default=0.0, ge=0, description="measurement noise, objective unit")
     parameters: dict[str, Any] = Field(default_factory=dict, description="driver keyword arguments")
+    wait: Literal["any", "all"] = Field(
+        default="any", description="'any': refill the lab as each job finishes (pending-aware); 'all': whole batches")
+    max_pending: int | None = Field(
+        default=None, gt=0, description="jobs in the lab at once; default: the driver's parallel capacity")
+    failure_policy: Literal["retry", "skip", "abort", "ask"] = Field(
+        default="retry", description="what a failed job triggers; 'ask' waits for a human")
+    max_retries: int = Field(default=2, ge=0, description="retries per candidate under the 'retry' policy")
+    retry_backoff_s: float = Field(default=600.0, ge=0, description="lab-clock wait before a retry, doubling, s")
+    ttl_s: float | None = Field(default=None, gt=0, description="a job not finished this long after submission fails, s")
+    tolerated_failure_rate: float = Field(default=0.5, gt=0, le=1, description="halt the campaign above this rate")
+    min_jobs_for_failure_rate: int = Field(default=6, ge=1, description="jobs needed before the rate is judged")
 
     @model_validator(mode="after")
     def _simlab_needs_truth(self) -> LabSpec:
@@ -163,7 +174,9 @@ class LabSpec(_Spec):
 class BudgetSpec(_Spec):
     lab_experiments: int = Field(gt=0, description="lab experiments, count")
     lab_hours: float | None = Field(default=None, gt=0, description="simulated lab time, hours")
-    compute_seconds: float | None = Field(default=None, gt=0, description="simulator compute, seconds")
+    compute_seconds: float | None = Field(
+        default=None, gt=0,
+        description="simulator compute, seconds; paced over the lab budget, it limits who climbs the ladder")
 
 
 class PlannerSpec(_Spec):

@@ -18,12 +18,16 @@ class CampaignState(TypedDict, total=False):
     """Candidate ids proposed in this iteration (main arm first, then control)."""
     slots: dict[str, int]
     """Lab slots per arm this iteration."""
+    retries: list[str]
+    """Job keys of retries going to the lab this iteration."""
     valid: list[str]
     """Proposed ids that passed validation."""
     promoted: list[str]
     """Ids promoted to the lab this iteration."""
     job_keys: list[str]
     """Lab job keys approved (then dispatched) this iteration."""
+    next_node: str
+    """Where ``decide`` sends the loop: ``plan``, ``observe`` (draining the lab) or ``end``."""
     is_done: bool
     """Set by ``decide`` when a stop criterion holds."""
     stop_reason: str

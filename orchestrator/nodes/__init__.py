@@ -6,11 +6,12 @@ from .dispatch import dispatch
 from .learn import learn
 from .observe import observe
 from .plan import plan
+from .recover import recover
 from .reward import reward
 from .screen import screen
 from .validate import validate
 
-__all__ = ["NODES", "approve", "decide", "dispatch", "learn", "observe", "plan", "reward", "screen", "validate"]
+__all__ = ["NODES", "approve", "decide", "dispatch", "learn", "observe", "plan", "recover", "reward", "screen", "validate"]
 
 #: The loop, in order. ``graph.py`` wires them; ``decide`` loops back to ``plan`` or ends.
 NODES = (
@@ -20,6 +21,7 @@ NODES = (
     ("approve", approve),
     ("dispatch", dispatch),
     ("observe", observe),
+    ("recover", recover),
     ("reward", reward),
     ("learn", learn),
     ("decide", decide),

@@ -1,7 +1,7 @@
 """approve: the gate before the lab. A policy approves small batches; ``interrupt`` waits for a human.
 
 A human answers through LangGraph's ``Command(resume=...)`` with ``True`` (all), ``False`` (none), or a list of the
-job keys to approve.
+job keys to approve. Retries of failed jobs are new lab runs, so they pass the gate too.
 """
 
 from __future__ import annotations
@@ -9,21 +9,20 @@ from __future__ import annotations
 from langgraph.types import interrupt
 
 from ..context import CampaignContext
-from ..events import ApprovalRequested, Approved
+from ..events import ApprovalRequested, Approved, FailureHandled, Rejected
+from ..history import pending_retries
+from ..jobs import job_key, parse_job_key
 from ..pool import describe
 from ..state import CampaignState
 
-__all__ = ["approve", "job_key"]
-
-
-def job_key(campaign_id: str, candidate_id: str) -> str:
-    """The lab job key: one lab run per candidate per campaign, so a key is never dispatched twice."""
-    return f"{campaign_id}/{candidate_id}"
+__all__ = ["approve"]
 
 
 def approve(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
-    keys = [job_key(ctx.campaign_id, cid) for cid in state.get("promoted", [])]
+    keys = list(state.get("retries", [])) + [job_key(ctx.campaign_id, cid) for cid in state.get("promoted", [])]
+    if not keys:
+        return {"job_keys": []}
     policy = ctx.spec.approval
     ctx.ledger.append(ctx.campaign_id, ApprovalRequested(iteration=iteration, job_keys=keys, policy=policy.policy),
                       key=f"it{iteration}:approval-requested", actor="approval")
@@ -34,7 +33,7 @@ def approve(state: CampaignState, ctx: CampaignContext) -> CampaignState:
             "campaign_id": ctx.campaign_id,
             "iteration": iteration,
             "job_keys": keys,
-            "candidates": [describe(ctx.pool.get(cid)) for cid in state.get("promoted", [])],
+            "candidates": [describe(ctx.pool.get(parse_job_key(ctx.campaign_id, k)[0])) for k in keys],
             "question": "approve these lab jobs? resume with True, False, or a list of job keys",
         })
         if answer is True:
@@ -45,7 +44,25 @@ def approve(state: CampaignState, ctx: CampaignContext) -> CampaignState:
             approved = [k for k in keys if k in set(answer)]
         approved_by = "human"
     denied = [k for k in keys if k not in approved]
-    ctx.ledger.append(ctx.campaign_id, Approved(iteration=iteration, job_keys=approved, approved_by=approved_by,
-                                                policy=policy.policy, denied_keys=denied),
-                      key=f"it{iteration}:approved", actor=approved_by)
+    items = [(Approved(iteration=iteration, job_keys=approved, approved_by=approved_by, policy=policy.policy,
+                       denied_keys=denied), f"it{iteration}:approved")]
+    items += _record_denials(ctx, iteration, denied, approved_by)
+    ctx.ledger.append_many(ctx.campaign_id, items, actor=approved_by)
     return {"job_keys": approved}
+
+
+def _record_denials(ctx: CampaignContext, iteration: int, denied: list[str], approved_by: str) -> list:
+    """A denied candidate is rejected for good; a denied retry ends that candidate's retries."""
+    retries = {r.retry_key: r for r in pending_retries(ctx)}
+    items = []
+    for key in denied:
+        candidate_id, attempt = parse_job_key(ctx.campaign_id, key)
+        if key in retries:
+            r = retries[key]
+            items.append((FailureHandled(iteration=iteration, job_key=key, candidate_id=candidate_id, arm=r.arm,
+                                         action="skip", reason=f"retry denied at approval by {approved_by}",
+                                         decided_by=approved_by, attempt=attempt), f"denied:{key}"))
+        else:
+            items.append((Rejected(iteration=iteration, arm="human", stage="approve", raw=key, candidate_id=candidate_id,
+                                   reason=f"denied at approval by {approved_by}"), f"denied:{key}"))
+    return items

@@ -1,55 +1,103 @@
-"""decide: stop on budget, target, iteration limit or an exhausted pool; otherwise go round again."""
+"""decide: go round again, drain the lab, or stop (budget, target, abort, an unhealthy lab, an exhausted pool).
+
+When no more jobs may be dispatched but some are still in the lab, the loop goes back to ``observe`` until they
+finish: a result is never abandoned. Retries that can no longer run are recorded as skipped, with the reason.
+"""
 
 from __future__ import annotations
 
-from ..context import CampaignContext, lab_clock_s
-from ..events import CampaignStopped, Observed, Simulated
-from ..history import lab_history
+from collections import Counter
+
+from ..context import CampaignContext, lab_now, lab_time_s
+from ..events import CampaignStopped, FailureHandled, Observed
+from ..history import LabHistory, lab_history, pending_retries
+from ..jobs import parse_job_key
 from ..state import CampaignState
 
 __all__ = ["decide", "stop_reason"]
 
 
-def _compute_spent_s(ctx: CampaignContext) -> float:
-    return sum(e.payload["observation"].get("cost_s", 0.0) for e in ctx.ledger.events(ctx.campaign_id, types=[Simulated.type]))
+def _unhealthy(ctx: CampaignContext, history: LabHistory) -> str | None:
+    lab = ctx.spec.lab
+    n_finished, n_failed = history.n_finished, len(history.failures)
+    if n_finished < lab.min_jobs_for_failure_rate or n_failed / n_finished <= lab.tolerated_failure_rate:
+        return None
+    reasons = Counter(reason.split(":")[0] for _, _, _, reason in history.failures).most_common(3)
+    shown = ", ".join(f"{reason!r} ×{n}" for reason, n in reasons)
+    return (f"lab unhealthy: {n_failed} of {n_finished} finished jobs failed ({n_failed / n_finished:.0%} > tolerated "
+            f"{lab.tolerated_failure_rate:.0%}); most common: {shown}. Check the instrument, then resume or raise "
+            "lab.tolerated_failure_rate")
 
 
-def stop_reason(ctx: CampaignContext, iteration: int) -> str | None:
-    """Why the campaign should stop now, or None to continue."""
+def stop_reason(ctx: CampaignContext, iteration: int, history: LabHistory) -> tuple[str | None, bool]:
+    """(why to stop, whether to stop at once even with jobs still in the lab) — or (None, False) to continue."""
     spec = ctx.spec
-    history = lab_history(ctx)
-    if history.n_dispatched >= spec.budget.lab_experiments:
-        return f"lab budget used: {history.n_dispatched} of {spec.budget.lab_experiments} experiments"
-    if spec.budget.lab_hours is not None and lab_clock_s(ctx.ledger, ctx.campaign_id) >= spec.budget.lab_hours * 3600:
-        return f"lab time used: {lab_clock_s(ctx.ledger, ctx.campaign_id) / 3600:.1f} of {spec.budget.lab_hours} h"
-    if spec.budget.compute_seconds is not None and _compute_spent_s(ctx) >= spec.budget.compute_seconds:
-        return f"compute budget used: {_compute_spent_s(ctx):.0f} of {spec.budget.compute_seconds:.0f} s"
+    aborts = [e.payload for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])
+              if e.payload["action"] == "abort"]
+    if aborts:
+        return f"aborted after job {aborts[0]['job_key']} failed: {aborts[0]['reason']}", True
+    unhealthy = _unhealthy(ctx, history)
+    if unhealthy:
+        return unhealthy, False  # dispatch nothing more, but collect what is already in the lab
     if spec.stop.on_target:
         hits = [r for r in history.results if spec.objective.is_hit(r[2], spec.stop.threshold)]
         if hits:
-            return f"target reached: {hits[0][0]} measured {hits[0][2]:.4g}"
+            return f"target reached: {hits[0][0]} measured {hits[0][2]:.4g}", False
+    if history.n_dispatched >= spec.budget.lab_experiments:
+        return f"lab budget used: {history.n_dispatched} of {spec.budget.lab_experiments} experiments", False
+    clock_s = lab_time_s(ctx.ledger, ctx.campaign_id)
+    if spec.budget.lab_hours is not None and clock_s >= spec.budget.lab_hours * 3600:
+        return f"lab time used: {clock_s / 3600:.1f} of {spec.budget.lab_hours} h", False
     if spec.stop.max_iterations is not None and iteration + 1 >= spec.stop.max_iterations:
-        return f"iteration limit reached: {spec.stop.max_iterations}"
-    if len(history.tested) >= len(ctx.pool):
-        return "design space exhausted: every candidate has been tested"
-    return None
+        return f"iteration limit reached: {spec.stop.max_iterations}", False
+    if len(history.tested) >= len(ctx.pool) and not pending_retries(ctx):
+        return "design space exhausted: every candidate has been tested", False
+    return None, False
+
+
+def _cancel_open_jobs(ctx: CampaignContext, iteration: int, reason: str) -> list:
+    """Cancel what is still in the lab when the campaign must stop at once, and record each job as failed."""
+    from ..jobs import make_job
+
+    items = []
+    for job in sorted(ctx.ledger.lab_jobs(ctx.campaign_id), key=lambda j: j.dispatched_seq):
+        if job.status != "dispatched":
+            continue
+        handle = ctx.loop.run(ctx.driver.submit(make_job(ctx, job.job_key)))  # idempotent: the same handle
+        ctx.loop.run(ctx.driver.cancel(handle))
+        why = f"cancelled: the campaign stopped ({reason})"
+        _, attempt = parse_job_key(ctx.campaign_id, job.job_key)
+        items.append((Observed(iteration=job.iteration, job_key=job.job_key, candidate_id=job.candidate_id, arm=job.arm,
+                               value=None, status="failed", reason=why, sim_time_s=lab_now(ctx), provenance="lab",
+                               driver=ctx.driver.name, observe_iteration=iteration), f"observed:{job.job_key}"))
+        items.append((FailureHandled(iteration=iteration, job_key=job.job_key, candidate_id=job.candidate_id,
+                                     arm=job.arm, action="skip", reason=why, decided_by="orchestrator",
+                                     attempt=attempt), f"handled:{job.job_key}"))
+    return items
 
 
 def decide(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
-    reason = stop_reason(ctx, iteration)
-    if reason is None and not state.get("proposed"):
-        reason = "no proposals left: the planners found nothing untested to propose"
-    if reason is None:
-        return {"iteration": iteration + 1, "proposed": [], "valid": [], "promoted": [], "job_keys": [], "slots": {}}
     history = lab_history(ctx)
+    reason, is_immediate = stop_reason(ctx, iteration, history)
+    nothing_new = not state.get("proposed") and not state.get("retries")
+    if reason is None and nothing_new and not history.pending and not pending_retries(ctx):
+        reason = "no proposals left: the planners found nothing untested to propose"
+    next_state = {"iteration": iteration + 1, "proposed": [], "valid": [], "promoted": [], "job_keys": [],
+                  "slots": {}, "retries": []}
+    if reason is None:
+        return {**next_state, "next_node": "plan"}
+    if history.pending and not is_immediate:
+        return {**next_state, "next_node": "observe"}  # drain: collect every result before stopping
+    items = _cancel_open_jobs(ctx, iteration, reason) if history.pending else []
+    for retry in pending_retries(ctx):
+        candidate_id, attempt = parse_job_key(ctx.campaign_id, retry.retry_key)
+        items.append((FailureHandled(iteration=iteration, job_key=retry.retry_key, candidate_id=candidate_id,
+                                     arm=retry.arm, action="skip", reason=f"not retried: the campaign stopped ({reason})",
+                                     decided_by="orchestrator", attempt=attempt), f"handled:{retry.retry_key}"))
     best = history.best
     n_lab = len(ctx.ledger.events(ctx.campaign_id, types=[Observed.type]))
-    ctx.ledger.append(
-        ctx.campaign_id,
-        CampaignStopped(reason=reason, n_lab=n_lab, best_candidate_id=best[0] if best else None,
-                        best_value=best[2] if best else None),
-        key="stopped",
-        actor="orchestrator",
-    )
-    return {"is_done": True, "stop_reason": reason}
+    items.append((CampaignStopped(reason=reason, n_lab=n_lab, best_candidate_id=best[0] if best else None,
+                                  best_value=best[2] if best else None), "stopped"))
+    ctx.ledger.append_many(ctx.campaign_id, items, actor="orchestrator")
+    return {"is_done": True, "stop_reason": reason, "next_node": "end"}

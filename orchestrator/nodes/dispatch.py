@@ -1,34 +1,59 @@
-"""dispatch: submit approved jobs to the lab driver. Submits are idempotent on the job key, so a resume is safe."""
+"""dispatch: check each approved job against the driver's safety envelope, then submit it.
+
+An out-of-envelope job is recorded as ``Rejected`` and never reaches the driver. Submits are idempotent on the job
+key, so a resumed node is safe. A retry waits on the lab clock until its back-off has passed.
+"""
 
 from __future__ import annotations
 
-from ..context import CampaignContext
-from ..events import Dispatched, Proposed
-from ..history import iteration_payloads
+from ..context import CampaignContext, lab_now
+from ..events import Dispatched, Proposed, Rejected
+from ..history import pending_retries
+from ..jobs import make_job, parse_job_key
 from ..state import CampaignState
 
-__all__ = ["dispatch", "make_job"]
+__all__ = ["dispatch", "envelope_violations"]
 
 
-def make_job(ctx: CampaignContext, key: str):
-    """The ``LabJob`` for a job key (``{campaign_id}/{candidate_id}``)."""
-    from instruments import LabJob
+def envelope_violations(ctx: CampaignContext, job) -> list[str]:
+    """What in ``job`` lies outside the driver's declared safety envelope (nothing if it declares none)."""
+    envelope = getattr(ctx.driver, "envelope", None)
+    return list(envelope.check(job)) if envelope is not None else []
 
-    candidate_id = key.removeprefix(f"{ctx.campaign_id}/")
-    return LabJob(job_key=key, candidate=ctx.pool.get(candidate_id))
+
+def _arms(ctx: CampaignContext) -> dict[str, str]:
+    arms = {}
+    for event in ctx.ledger.events(ctx.campaign_id, types=[Proposed.type]):
+        arms.setdefault(event.payload["candidate_id"], event.payload["arm"])
+    return arms
 
 
 def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
-    arms = {p.candidate_id: p.arm for p in iteration_payloads(ctx, Proposed.type, iteration)}
-    for key in state.get("job_keys", []):
+    keys = state.get("job_keys", [])
+    if not keys:
+        return {}
+    arms = _arms(ctx)
+    not_before = {r.retry_key: r.not_before_s or 0.0 for r in pending_retries(ctx)}
+    for key in keys:
         job = make_job(ctx, key)
+        candidate_id, _ = parse_job_key(ctx.campaign_id, key)
+        violations = envelope_violations(ctx, job)
+        if violations:
+            ctx.ledger.append(ctx.campaign_id, Rejected(
+                iteration=iteration, arm=arms[candidate_id], stage="dispatch", raw=key, candidate_id=candidate_id,
+                reason="outside the lab's safety envelope: " + "; ".join(violations)), key=f"envelope:{key}",
+                actor="dispatcher")
+            continue
+        if key in not_before and hasattr(ctx.driver, "run_until"):
+            ctx.driver.run_until(not_before[key])  # the back-off passes on the lab clock
         handle = ctx.loop.run(ctx.driver.submit(job))
         # The event follows the submit: after a crash in between, the resumed node resubmits (a no-op) and records it.
+        now = lab_now(ctx)
         ctx.ledger.append(
             ctx.campaign_id,
-            Dispatched(iteration=iteration, job_key=handle.job_key, candidate_id=job.candidate.id,
-                       arm=arms[job.candidate.id], driver=ctx.driver.name, sim_time_s=float(ctx.driver.now)),
+            Dispatched(iteration=iteration, job_key=handle.job_key, candidate_id=candidate_id,
+                       arm=arms[candidate_id], driver=ctx.driver.name, sim_time_s=now),
             key=f"dispatched:{key}",
             actor="dispatcher",
         )

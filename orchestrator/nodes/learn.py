@@ -1,4 +1,7 @@
-"""learn: re-assess each proxy rung against the lab, refit the surrogate, and record both.
+"""learn: re-assess each proxy rung against the lab, update the surrogate, and record both.
+
+Hyperparameters are refitted when the lab data has grown by a batch or by a quarter since the last fit; in
+between they are kept, and the planner conditions the GP on all the data with them.
 
 The plan node rebuilds the posterior from these recorded hyperparameters, so a resumed campaign plans exactly as
 an uninterrupted one would.
@@ -22,15 +25,24 @@ __all__ = ["learn"]
 def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
     history = lab_history(ctx)
+    previous = ctx.ledger.events(ctx.campaign_id, types=[SurrogateUpdated.type])
+    if previous and previous[-1].payload["n_train"] == len(history.results):
+        return {}  # no new lab result since the last fit
     best = history.best
     hyperparameters: dict = {}
     model = "none"
-    if ctx.spec.planner.main == "bo" and len(history.results) >= 2:
+    fitted = [e.payload for e in previous if e.payload["hyperparameters"] and "refit" in e.payload["model"]]
+    n_train = len(history.results)
+    if fitted and n_train < max(fitted[-1]["n_train"] + ctx.spec.planner.batch_size, 1.25 * fitted[-1]["n_train"]):
+        # Hyperparameters move slowly: keep them, and let the planner condition the GP on all the data.
+        hyperparameters = fitted[-1]["hyperparameters"]
+        model = fitted[-1]["model"].replace("refit", "kept")
+    elif ctx.spec.planner.main == "bo" and n_train >= 2:
         X = ctx.pool.features[[ctx.pool.index[r[0]] for r in history.results]]
         y = np.asarray([r[3] for r in history.results], dtype=float)
         kernel = choose_kernel(ctx.spec.campaign.kind, ctx.spec.planner.kernel)
         hyperparameters = fit_surrogate_state(X, y, kernel=kernel, seed=derive_seed(ctx.seed, iteration, "learn"))
-        model = f"pyro-gp:{kernel}"
+        model = f"pyro-gp:{kernel}:refit"
     screening = ctx.spec.screening
     items = []
     for rung, calibration in rung_calibrations(ctx).items():

@@ -1,53 +1,69 @@
-"""observe: wait on the lab (simulated time jumps to the next completion) and record every result.
+"""observe: wait on the lab and record every finished job.
 
-A failed job is recorded as failed with its reason; nothing is dropped.
+With ``lab.wait = "any"`` the node returns as soon as one job finishes, so the next iteration refills the freed
+capacity (pending-aware dispatch); with ``"all"`` it waits for every open job. A simulated lab's clock jumps to
+the next completion; a real lab is polled. A failed job is recorded as failed with its reason; nothing is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from ..context import CampaignContext
+from ..context import CampaignContext, lab_now
 from ..events import Observed
+from ..jobs import make_job
 from ..state import CampaignState
-from .dispatch import make_job
 
 __all__ = ["observe", "wait_for_jobs"]
 
 _TERMINAL = {"done", "failed", "cancelled"}
 
 
-async def _poll(driver, handles, interval_s: float) -> None:
+async def _poll(driver, handles, *, wait_all: bool, interval_s: float) -> None:
     while True:
         states = [await driver.status(h) for h in handles]
-        if all(s in _TERMINAL for s in states):
+        finished = [s in _TERMINAL for s in states]
+        if all(finished) or (not wait_all and any(finished)):
             return
         await asyncio.sleep(interval_s)
 
 
 def wait_for_jobs(ctx: CampaignContext, handles) -> None:
-    """Advance a simulated lab's clock, or poll a real driver until every job is finished."""
+    """Advance a simulated lab's clock, or poll a real driver, until one (or every) job has finished."""
+    if not handles:
+        return
+    wait_all = ctx.spec.lab.wait == "all"
     if hasattr(ctx.driver, "run_until_complete"):
-        ctx.driver.run_until_complete(handles)
+        (ctx.driver.run_until_complete if wait_all else ctx.driver.run_until_any_complete)(handles)
     else:
-        ctx.loop.run(_poll(ctx.driver, handles, interval_s=1.0))
+        ctx.loop.run(_poll(ctx.driver, handles, wait_all=wait_all, interval_s=0.2))
 
 
 def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
-    jobs = [j for j in ctx.ledger.lab_jobs(ctx.campaign_id) if j.iteration == iteration or j.status == "dispatched"]
-    jobs.sort(key=lambda j: j.dispatched_seq)
-    # After a restart the driver may not know the batch; resubmitting the whole batch (idempotent on the key)
-    # reproduces its queueing, and results already in the ledger are re-recorded as no-ops.
-    handles = [ctx.loop.run(ctx.driver.submit(make_job(ctx, j.job_key))) for j in jobs]
-    wait_for_jobs(ctx, handles)
-    for job, handle in zip(jobs, handles, strict=True):
-        result = ctx.loop.run(ctx.driver.result(handle))
+    open_jobs = sorted((j for j in ctx.ledger.lab_jobs(ctx.campaign_id) if j.status == "dispatched"),
+                       key=lambda j: j.dispatched_seq)
+    # After a restart the driver may not know the jobs; resubmitting is idempotent on the key.
+    handles = [ctx.loop.run(ctx.driver.submit(make_job(ctx, j.job_key))) for j in open_jobs]
+    already = any(e.payload.get("observe_iteration") == iteration
+                  for e in ctx.ledger.events(ctx.campaign_id, types=[Observed.type]))
+    if not already:  # a resumed round has waited already (the lab replay did it); waiting again would skip ahead
+        wait_for_jobs(ctx, handles)
+    for job, handle in zip(open_jobs, handles, strict=True):
+        status = ctx.loop.run(ctx.driver.status(handle))
+        if status not in _TERMINAL:
+            continue
+        if status == "cancelled":
+            value, uncertainty, result_status, reason, at = None, None, "failed", "cancelled by the lab", lab_now(ctx)
+        else:
+            result = ctx.loop.run(ctx.driver.result(handle))
+            value, uncertainty, result_status, reason = result.value, result.uncertainty, result.status, result.reason
+            at = float(result.completed_s)
         ctx.ledger.append(
             ctx.campaign_id,
             Observed(iteration=job.iteration, job_key=job.job_key, candidate_id=job.candidate_id, arm=job.arm,
-                     value=result.value, uncertainty=result.uncertainty, status=result.status, reason=result.reason,
-                     sim_time_s=float(result.completed_s), provenance="lab", driver=ctx.driver.name),
+                     value=value, uncertainty=uncertainty, status=result_status, reason=reason, sim_time_s=at,
+                     provenance="lab", driver=ctx.driver.name, observe_iteration=iteration),
             key=f"observed:{job.job_key}",
             actor=ctx.driver.name,
         )

@@ -1,4 +1,5 @@
-"""plan: split this iteration's lab slots between the main and control arms and ask each for proposals."""
+"""plan: size this iteration to the lab's free capacity, queue due retries first, split the remaining slots
+between the main and control arms, and ask each arm for proposals."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 
 from ..context import CampaignContext
 from ..events import Proposed, Rejected, SurrogateUpdated
-from ..history import lab_history
+from ..history import lab_history, pending_retries
 from ..planners import PlanningContext
 from ..state import CampaignState
 
@@ -42,7 +43,10 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
     spec, pool = ctx.spec, ctx.pool
     history = lab_history(ctx)
-    n_slots = max(min(spec.planner.batch_size, spec.budget.lab_experiments - history.n_dispatched), 0)
+    free = ctx.max_pending - len(history.pending)
+    n_free = max(min(spec.planner.batch_size, free, spec.budget.lab_experiments - history.n_dispatched), 0)
+    retries = [r.retry_key for r in pending_retries(ctx)][:n_free]
+    n_slots = n_free - len(retries)
     control = spec.planner.control
     n_control = allocate_slots(history.n_dispatched, history.n_by_arm.get(control, 0), n_slots, spec.planner.control_share) if control else 0
     slots = {spec.planner.main: n_slots - n_control, **({control: n_control} if control else {})}
@@ -88,4 +92,4 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
             )
             items.append((payload, f"it{iteration}:proposed:{arm}:{cid}"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="planner")
-    return {"proposed": proposed_ids, "slots": slots}
+    return {"proposed": proposed_ids, "slots": slots, "retries": retries}

@@ -45,7 +45,7 @@ def step_contexts(ctx: CampaignContext, iteration: int) -> list:
     for event in ctx.ledger.events(ctx.campaign_id, types=[Observed.type]):
         observed = event.typed()
         utility = objective.utility(observed.value) if observed.status == "ok" else None
-        if observed.iteration == iteration:
+        if observed.observe_iteration == iteration:
             contexts.append(StepContext(stage="outcome", subject=observed.job_key, arm=observed.arm, is_valid=True,
                                         lab_value=observed.value if observed.status == "ok" else None,
                                         utility=utility, best_utility_before=best))

@@ -53,6 +53,19 @@ class _Ladder:
         self.items: list = []
         self.previous = "proposal"
         self._ranking = "planner order"
+        self.allowance_s = self._compute_allowance_s()
+
+    def _compute_allowance_s(self) -> float | None:
+        """Compute this iteration may spend: the remaining compute budget paced over the remaining lab budget."""
+        budget = self.ctx.spec.budget
+        if budget.compute_seconds is None:
+            return None
+        spent = sum(e.payload["observation"].get("cost_s", 0.0)
+                    for e in self.ctx.ledger.events(self.ctx.campaign_id, types=[Simulated.type]))
+        history = lab_history(self.ctx)
+        remaining_lab = max(budget.lab_experiments - history.n_dispatched, 1)
+        share = min(1.0, sum(self.slots.values()) / remaining_lab)
+        return max(budget.compute_seconds - spent, 0.0) * share
 
     def _noise_sd(self, rung: Rung) -> float:
         sds = [b.sd for b in self.beliefs.values()] if self.beliefs else [1.0]
@@ -75,11 +88,27 @@ class _Ladder:
                 return others
             if self.beliefs is not None and mine:
                 return self._by_value_per_cost(rung, mine) + others
-        if self.previous != "proposal":  # validate recorded the first step onto the ladder
-            reason = "no lab data yet: every candidate climbs so the rung can be calibrated" if calibration else "filter rung"
-            for cid in self.climbing:
+        return self._in_order(rung, mine, calibration is not None) + others
+
+    def _in_order(self, rung: Rung, mine: list[str], is_proxy: bool) -> list[str]:
+        """Without a basis for value of information, the main arm climbs in planner order, within the allowance."""
+        reason = "no lab data yet: climbs so the rung can be calibrated" if is_proxy else "filter rung"
+        chosen = []
+        for cid in mine:
+            cost = float(rung.simulator.cost_model(self.ctx.pool.get(cid)))
+            if self.allowance_s is not None and cost > self.allowance_s:
+                self.items.append(_promoted(self.iteration, cid, self.previous, rung.name, "hold",
+                                            f"compute allowance spent ({self.allowance_s:.3g} s left, needs {cost:.3g} s)",
+                                            numbers={"cost_s": cost, "allowance_s": self.allowance_s}))
+                continue
+            if self.allowance_s is not None:
+                self.allowance_s -= cost
+            chosen.append(cid)
+            if self.previous != "proposal":  # validate recorded the first step onto the ladder
                 self.items.append(_promoted(self.iteration, cid, self.previous, rung.name, "promote", reason))
-        return list(self.climbing)
+        held = set(mine) - set(chosen)
+        self.climbing = [c for c in self.climbing if c not in held]
+        return chosen
 
     def _by_value_per_cost(self, rung: Rung, mine: list[str]) -> list[str]:
         calibration = self.calibrations[rung.name]
@@ -89,9 +118,12 @@ class _Ladder:
         costs = {cid: float(rung.simulator.cost_model(self.ctx.pool.get(cid))) for cid in mine}
         chosen = []
         ranked = promote_by_value_per_cost(beliefs, costs, noise, threshold, capacity=rung.spec.capacity,
-                                           min_voi=1e-6 * max(noise, 1e-12))
+                                           min_voi=1e-6 * max(noise, 1e-12), budget_s=self.allowance_s)
+        if self.allowance_s is not None:
+            self.allowance_s -= sum(costs[cid] for cid, _, _, is_in in ranked if is_in)
         for rank, (cid, voi, per_s, is_in) in enumerate(ranked):
             numbers = {"voi": voi, "voi_per_s": per_s, "cost_s": costs[cid], "threshold": _finite(threshold),
+                       "allowance_s": self.allowance_s,
                        "mean": beliefs[cid].mean, "sd": beliefs[cid].sd, "noise_sd": noise, "rank": float(rank + 1),
                        **calibration.as_numbers()}
             why = (f"value of information {voi:.3g} per {costs[cid]:.3g} s = {per_s:.3g}/s, rank {rank + 1} of "

@@ -7,7 +7,7 @@ from tests.conftest import BUCHWALD_SPEC, FREESOLV_SPEC
 def test_examples_load():
     freesolv = load_spec(FREESOLV_SPEC)
     assert freesolv.objective.direction == "target"
-    assert [r.name for r in freesolv.ladder] == ["descriptors", "gaff"]
+    assert [r.name for r in freesolv.ladder] == ["descriptors", "xtb", "gaff"]
     assert freesolv.resolve(freesolv.space.pool).is_file()
     buchwald = load_spec(BUCHWALD_SPEC)
     assert buchwald.campaign.kind == "conditions" and buchwald.objective.direction == "maximize"
