@@ -90,3 +90,25 @@ def test_missing_database_and_campaign_are_explained(tmp_path, ran):
     db, _ = ran
     result = invoke("show", "ghost", "--db", db)
     assert result.exit_code == 2 and "ghost" in result.output
+
+
+def test_simulate_runs_every_rung_of_the_molecule_ladder():
+    result = invoke("simulate", "--kind", "molecule", "--json", "CCO", "c1ccccc1O")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["input"], r["rung"]) for r in rows] == [
+        (smiles, rung) for smiles in ("CCO", "c1ccccc1O") for rung in ("rdkit_descriptors", "conformers", "xtb")]
+    assert all(r["status"] == "ok" and r["wall_s"] >= 0 for r in rows)
+    xtb = {r["input"]: r["properties"] for r in rows if r["rung"] == "xtb"}
+    assert -7 < xtb["CCO"]["dg_solv_kcal_mol"] < -2  # FreeSolv experiment: -5.0 kcal/mol
+
+
+def test_simulate_materials_and_bad_input():
+    result = invoke("simulate", "--kind", "material", "--json", "NaCl")
+    rows = json.loads(result.stdout)
+    assert [r["rung"] for r in rows] == ["composition", "prototype", "chgnet"]
+    assert rows[0]["properties"]["is_charge_balanced"] == 1.0
+    bad = invoke("simulate", "--kind", "molecule", "CCO", "C1CC")
+    assert bad.exit_code == 2 and "'C1CC'" in bad.output
+    unknown = invoke("simulate", "--kind", "material", "--ladder", "molecule", "NaCl")
+    assert unknown.exit_code == 2 and "for molecules" in unknown.output
