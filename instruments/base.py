@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from instruments.envelope import SafetyEnvelope
 from orchestrator.domain import Candidate, Observation
 
 __all__ = [
@@ -44,6 +45,11 @@ class LabJob(_Frozen):
     """One candidate to make and measure, walked through ``steps`` (station names, in order).
 
     ``job_key`` is the idempotency key: submitting the same key twice runs the job once.
+
+    ``parameters`` holds the run's settings (checked against the driver's ``SafetyEnvelope``) and a few keys with a
+    fixed meaning: ``priority`` (lower runs sooner, default 0), ``ttl_s`` (seconds from submission after which an
+    unfinished job fails), ``consumables`` ({name: units} used at the first step), ``reagents`` and ``hazards``
+    (lists the envelope checks) and ``duration_s`` (the expected duration). See ``instruments.envelope``.
     """
 
     type: Literal["lab_job"] = "lab_job"
@@ -137,11 +143,17 @@ class InstrumentDriver(Protocol):
     - ``result(handle)`` returns a ``LabResult`` for ``done`` and ``failed`` jobs and raises ``InstrumentFault``
       for jobs that are unfinished, cancelled or unknown.
     - ``cancel(handle)`` stops a queued or running job; cancelling a finished job changes nothing.
-    - ``health()`` and ``capabilities()`` return plain JSON-able dicts.
+    - ``health()`` and ``capabilities()`` return plain JSON-able dicts; ``health()["is_ok"]`` says whether the lab
+      can take work.
+    - ``envelope`` is the ``SafetyEnvelope`` the lab declares; ``submit`` raises ``EnvelopeViolation`` for a job
+      outside it, and nothing runs.
+    - A fault while running (a jam, a timeout, a bad reading) ends as a failed ``LabResult`` with its reason, never as
+      a lost job.
     """
 
     name: str
     version: str
+    envelope: SafetyEnvelope
 
     async def capabilities(self) -> dict[str, Any]:
         """Stations, steps, measured property and limits the lab offers."""

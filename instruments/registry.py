@@ -8,6 +8,7 @@ Built-in drivers register the same way as third-party ones, in ``pyproject.toml`
 
 from __future__ import annotations
 
+import inspect
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -72,6 +73,29 @@ def load_driver(name: str, **params: Any) -> InstrumentDriver:
         raise SetupError(
             f"instrument driver {name!r} ({target}) rejected its parameters {sorted(params)}: {exc}"
         ) from exc
-    if not isinstance(driver, InstrumentDriver):
-        raise SetupError(f"{target} built {type(driver).__name__}, which does not implement InstrumentDriver")
+    missing = missing_members(driver)
+    if missing:
+        raise SetupError(
+            f"{target} built {type(driver).__name__}, which does not implement InstrumentDriver (missing: {missing})"
+        )
     return driver
+
+
+def missing_members(driver: Any) -> list[str]:
+    """Names of ``InstrumentDriver`` members that ``driver`` lacks, found without calling any property.
+
+    ``isinstance(driver, InstrumentDriver)`` reads every member, so on Python 3.11 it would run a property such as
+    ``HttpDriver.envelope``, which fetches over the network; this check only looks.
+
+    Example:
+        >>> missing_members(object())
+        ['cancel', 'capabilities', 'envelope', 'health', 'name', 'result', 'status', 'submit', 'version']
+    """
+    members = {"name", "version", "envelope", "capabilities", "submit", "status", "result", "cancel", "health"}
+    absent = []
+    for member in sorted(members):
+        try:
+            inspect.getattr_static(driver, member)
+        except AttributeError:
+            absent.append(member)
+    return absent

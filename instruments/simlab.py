@@ -1,13 +1,20 @@
 """``SimLabDriver``: a simpy digital twin of a robotic lab.
 
-Each job walks its steps through stations (simpy ``Resource``s with capacities), queueing when they are busy; a
-transfer robot (capacity 1) moves samples between consecutive stations. The last step ends with a measurement:
-the oracle's true value plus Gaussian noise. Time is simulated seconds and only moves when the caller advances it
+Each job walks its steps through stations (simpy ``PriorityResource``s with capacities), queueing when they are busy;
+a job's ``parameters["priority"]`` orders the queues (lower goes first, ties first come first served). A transfer robot
+(capacity 1) moves samples between consecutive stations. The last step ends with a measurement: the oracle's true
+value plus Gaussian noise. Time is simulated seconds and only moves when the caller advances it
 (``run_until_complete``, ``run_until_any_complete``, ``run_until``), so a month-long campaign runs in seconds.
 
-Determinism: every random draw of a job (station durations, measurement noise) comes from a generator seeded by
-``(seed, job_key, stream)`` through SHA-256, never from submission order. A resumed campaign that resubmits a job
-to a fresh twin gets the same durations and the same measured value.
+The twin also models what makes walk-away operation hard: consumables that run out (``consumables``,
+``consumable_use``, ``restock()``), injected faults (a ``FaultPlan``: robot jams, station timeouts, bad readings,
+stations down for a window), a time-to-live per job (``parameters["ttl_s"]`` or ``default_ttl_s``) and a safety
+envelope that ``submit`` enforces. A fault or an expired job ends as a failed ``LabResult`` whose reason names it,
+or as a delay; a job is never lost.
+
+Determinism: every random draw of a job (station durations, measurement noise, faults) comes from a generator seeded
+by ``(seed, job_key, stream)`` through SHA-256, never from submission order. A resumed campaign that resubmits a job
+to a fresh twin gets the same durations, the same faults and the same measured value.
 """
 
 from __future__ import annotations
@@ -20,12 +27,22 @@ from typing import Any
 
 import numpy as np
 import simpy
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from instruments.base import TERMINAL_STATES, JobHandle, JobState, LabJob, LabResult
+from instruments.envelope import SafetyEnvelope
+from instruments.faults import FaultKind, FaultPlan
 from orchestrator.domain import ClosedLoopError, InstrumentFault, SetupError
 
-__all__ = ["DEFAULT_DURATIONS_S", "DEFAULT_STATIONS", "LabMetrics", "SimLabDriver", "TRANSFER_ROBOT"]
+__all__ = [
+    "DEFAULT_DURATIONS_S",
+    "DEFAULT_STATIONS",
+    "FAULT_KINDS",
+    "LabMetrics",
+    "SimLabDriver",
+    "TRANSFER_ROBOT",
+    "job_rng",
+]
 
 #: Station capacities (parallel slots) of the default lab.
 DEFAULT_STATIONS: dict[str, int] = {"synthesis": 2, "workup": 1, "characterisation": 1}
@@ -37,6 +54,13 @@ DEFAULT_DURATIONS_S: dict[str, tuple[float, float]] = {
 }
 #: Resource name of the transfer robot in metrics.
 TRANSFER_ROBOT = "transfer_robot"
+#: Fault kinds counted in ``LabMetrics.n_faults``.
+FAULT_KINDS: tuple[FaultKind, ...] = (
+    "robot_jam", "station_timeout", "bad_reading", "station_down", "ttl_exceeded", "consumable_exhausted"
+)
+
+# Causes of a simpy interrupt of a job process.
+_CANCEL, _TTL, _DOWN = "cancelled", "ttl", "station_down"
 
 
 def job_rng(seed: int, job_key: str, stream: str) -> np.random.Generator:
@@ -49,8 +73,10 @@ class LabMetrics(BaseModel):
     """Load figures of a simulated lab since its start time.
 
     ``utilisation`` is busy time / (capacity x elapsed) per resource, in [0, 1]. Queue waits (s) are means over
-    granted requests. ``gantt`` rows are ``(job_key, resource, start_s, end_s)`` sorted by start; an interval still
-    open ends at ``now``.
+    granted requests, from request to the start of work. ``gantt`` rows are ``(job_key, resource, start_s, end_s)``
+    sorted by start; an interval still open ends at ``now``, and a step paused by a station-down window shows as two
+    rows. ``n_faults`` counts faults that hit jobs, by kind; ``faults`` lists them as ``(kind, job_key, resource,
+    time_s)``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -61,17 +87,31 @@ class LabMetrics(BaseModel):
     queue_wait_s: dict[str, float]
     n_jobs: dict[str, int]
     gantt: list[tuple[str, str, float, float]]
+    n_faults: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+    faults: list[tuple[str, str, str, float]] = Field(default_factory=list)
+
+
+class _JobFailed(Exception):
+    """Ends a job process early with a failed result (a fault, an exhausted consumable)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass
 class _JobRecord:
     job: LabJob
     submitted_s: float
+    priority: float = 0.0
+    ttl_s: float | None = None
     state: JobState = "queued"
     has_started: bool = False
     process: simpy.Process | None = None
     station_log: list[tuple[str, float, float]] = field(default_factory=list)
     open_interval: tuple[str, float] | None = None
+    working_on: str | None = None
+    location: tuple[str, str] = ("waiting to start", "")  # (what the job is doing, resource)
     result: LabResult | None = None
 
 
@@ -81,11 +121,17 @@ class SimLabDriver:
     Args:
         oracle: ground truth ``oracle(candidate) -> float``; an exception makes the job fail with its message.
         noise_sd: sd of Gaussian measurement noise, in the objective's unit; reported as ``uncertainty``.
-        seed: seed mixed with each job key for durations and noise.
+        seed: seed mixed with each job key for durations, noise and faults.
         stations: station name -> capacity; replaces the defaults (synthesis 2, workup 1, characterisation 1).
         durations_s: station -> (median s, log sd) of a lognormal duration; merged over the defaults.
         transfer_s: transfer robot time between consecutive stations, s (0 disables the robot).
         start_time_s: lab clock at start, s; a resumed campaign passes the time its ledger reached.
+        envelope: the safety envelope ``submit`` enforces (a ``SafetyEnvelope`` or its dict); default permissive.
+        faults: the faults to inject (a ``FaultPlan`` or its dict); default none.
+        consumables: consumable name -> units in stock at start; None tracks no stock.
+        consumable_use: station -> {consumable: units one step there uses}. A job's ``parameters["consumables"]``
+            adds units used at its first step.
+        default_ttl_s: time-to-live of jobs that set no ``parameters["ttl_s"]``, s from submission; None for none.
 
     Example:
         >>> import asyncio
@@ -103,7 +149,7 @@ class SimLabDriver:
     """
 
     name = "simlab"
-    version = "0.1.0"
+    version = "0.2.0"
 
     def __init__(
         self,
@@ -115,6 +161,11 @@ class SimLabDriver:
         durations_s: Mapping[str, tuple[float, float]] | None = None,
         transfer_s: float = 120.0,
         start_time_s: float = 0.0,
+        envelope: SafetyEnvelope | Mapping[str, Any] | None = None,
+        faults: FaultPlan | Mapping[str, Any] | None = None,
+        consumables: Mapping[str, float] | None = None,
+        consumable_use: Mapping[str, Mapping[str, float]] | None = None,
+        default_ttl_s: float | None = None,
     ) -> None:
         if not callable(oracle):
             raise SetupError(f"SimLabDriver needs a callable oracle(candidate) -> float, got {oracle!r}")
@@ -122,20 +173,33 @@ class SimLabDriver:
             raise SetupError(f"{noise_sd=} must be a finite number >= 0 (objective units)")
         if not (transfer_s >= 0.0 and math.isfinite(transfer_s)):
             raise SetupError(f"{transfer_s=} must be a finite number of seconds >= 0")
+        if default_ttl_s is not None and not (default_ttl_s > 0 and math.isfinite(default_ttl_s)):
+            raise SetupError(f"{default_ttl_s=} must be a positive number of seconds, or None for no time-to-live")
         self.oracle = oracle
         self.noise_sd = float(noise_sd)
         self.seed = int(seed)
         self.transfer_s = float(transfer_s)
         self.start_time_s = float(start_time_s)
+        self.default_ttl_s = None if default_ttl_s is None else float(default_ttl_s)
         self.stations = dict(DEFAULT_STATIONS if stations is None else stations)
         self.durations_s = {**DEFAULT_DURATIONS_S, **(durations_s or {})}
+        self.envelope = _as_model(SafetyEnvelope, envelope, "envelope")
+        self.faults = _as_model(FaultPlan, faults, "faults")
         self._check_stations()
+        self._initial_stock = {str(k): float(v) for k, v in (consumables or {}).items()}
+        self._stock = dict(self._initial_stock)
+        self.consumable_use = {station: dict(use) for station, use in (consumable_use or {}).items()}
+        self._check_consumables()
         self.env = simpy.Environment(initial_time=self.start_time_s)
-        self._resources = {name: simpy.Resource(self.env, capacity) for name, capacity in self.stations.items()}
-        self._resources[TRANSFER_ROBOT] = simpy.Resource(self.env, 1)
+        self._resources = {name: simpy.PriorityResource(self.env, capacity) for name, capacity in self.stations.items()}
+        self._resources[TRANSFER_ROBOT] = simpy.PriorityResource(self.env, 1)
         self._jobs: dict[str, _JobRecord] = {}
         self._intervals: list[tuple[str, str, float, float]] = []
         self._waits: list[tuple[str, float]] = []
+        self._fault_log: list[tuple[str, str, str, float]] = []
+        self._down: dict[str, simpy.Event] = {}  # station -> event that fires when it is back up
+        for station, start_s, end_s in self.faults.station_down:
+            self.env.process(self._station_down(station, start_s, end_s))
 
     def _check_stations(self) -> None:
         if not self.stations:
@@ -152,10 +216,31 @@ class SimLabDriver:
                 raise SetupError(
                     f"station {name!r} duration ({median_s!r}, {log_sd!r}) needs median_s > 0 and log_sd >= 0"
                 )
+        unknown = sorted({station for station, _, _ in self.faults.station_down} - set(self.stations))
+        if unknown:
+            raise SetupError(
+                f"faults.station_down names {unknown}, which are not stations of this lab {list(self.stations)}"
+            )
+
+    def _check_consumables(self) -> None:
+        for name, units in self._initial_stock.items():
+            if not (units >= 0 and math.isfinite(units)):
+                raise SetupError(f"consumable {name!r} starts with {units!r} units; give a finite number >= 0")
+        for station, use in self.consumable_use.items():
+            if station not in self.stations:
+                raise SetupError(f"consumable_use names station {station!r}, which is not one of {list(self.stations)}")
+            for name, units in use.items():
+                if name not in self._initial_stock:
+                    raise SetupError(
+                        f"station {station!r} uses consumable {name!r}, which is not stocked; "
+                        f"add it to consumables={{{name!r}: units}}"
+                    )
+                if not (units >= 0 and math.isfinite(units)):
+                    raise SetupError(f"station {station!r} uses {units!r} units of {name!r}; give a number >= 0")
 
     # ------------------------------------------------------------------------------------------- protocol
     async def capabilities(self) -> dict[str, Any]:
-        """Stations, default steps, duration model and measured property."""
+        """Stations, default steps, duration model, measured property, envelope, consumables and faults."""
         return {
             "driver": self.name,
             "version": self.version,
@@ -167,13 +252,21 @@ class SimLabDriver:
             "transfer_s": self.transfer_s,
             "noise_sd": self.noise_sd,
             "supports_cancel": True,
+            "supports_priority": True,
+            "default_ttl_s": self.default_ttl_s,
+            "consumables": dict(self._stock),
+            "consumable_use": {station: dict(use) for station, use in self.consumable_use.items()},
+            "envelope": self.envelope.model_dump(mode="json"),
+            "faults": self.faults.model_dump(mode="json"),
         }
 
     async def submit(self, job: LabJob) -> JobHandle:
         """Queue ``job`` at the current lab time; resubmitting its key returns the same handle and runs nothing.
 
         Raises:
-            SetupError: a step names no station, or the key was already used for a different job.
+            EnvelopeViolation: the job lies outside ``envelope`` (nothing is queued).
+            SetupError: a step names no station, a job parameter (``priority``, ``ttl_s``, ``consumables``) is
+                malformed, or the key was already used for a different job.
         """
         existing = self._jobs.get(job.job_key)
         if existing is not None:
@@ -183,18 +276,24 @@ class SimLabDriver:
                     "use a new key for a new run (keys are idempotency keys)"
                 )
             return self._handle(job.job_key)
+        self.envelope.require(job)
         unknown = [step for step in job.steps if step not in self.stations]
         if unknown:
             raise SetupError(
                 f"job {job.job_key!r} has steps {unknown} that are not stations of this lab {list(self.stations)}"
             )
-        record = _JobRecord(job=job, submitted_s=self.env.now)
+        record = _JobRecord(
+            job=job, submitted_s=self.env.now, priority=self._priority(job), ttl_s=self._ttl(job)
+        )
+        self._job_consumables(job)
         self._jobs[job.job_key] = record
         record.process = self.env.process(self._run(record))
+        if record.ttl_s is not None:
+            self.env.process(self._watch_ttl(record))
         return self._handle(job.job_key)
 
     async def status(self, handle: JobHandle) -> JobState:
-        """``queued`` until the first station is granted, ``running`` until measured, then terminal."""
+        """``queued`` until work starts on the first station, ``running`` until measured, then terminal."""
         return self._lookup(handle).state
 
     async def result(self, handle: JobHandle) -> LabResult:
@@ -218,12 +317,12 @@ class SimLabDriver:
         record = self._lookup(handle)
         if record.state in TERMINAL_STATES:
             return
-        if record.has_started:
-            record.process.interrupt("cancelled")
+        if record.has_started and record.process.is_alive:
+            record.process.interrupt(_CANCEL)
         record.state = "cancelled"
 
     async def health(self) -> dict[str, Any]:
-        """Clock, job counts by state, and busy/waiting slots per station."""
+        """Clock, job counts by state, busy/waiting slots per station, stations down, stock and fault counts."""
         return {
             "is_ok": True,
             "driver": self.name,
@@ -234,7 +333,35 @@ class SimLabDriver:
                 name: {"capacity": res.capacity, "n_busy": res.count, "n_waiting": len(res.queue)}
                 for name, res in self._resources.items()
             },
+            "stations_down": sorted(self._down),
+            "consumables": dict(self._stock),
+            "n_faults": self._count_faults(),
         }
+
+    # ------------------------------------------------------------------------------------------- lab upkeep
+    @property
+    def stock(self) -> dict[str, float]:
+        """Units left of each consumable."""
+        return dict(self._stock)
+
+    def restock(self, amounts: Mapping[str, float] | None = None) -> dict[str, float]:
+        """Refill consumables: every one back to its starting level, or add ``amounts`` units; return the stock.
+
+        Example:
+            >>> lab = SimLabDriver(oracle=lambda c: 1.0, consumables={"pd_catalyst": 2})
+            >>> lab.restock({"pd_catalyst": 3})
+            {'pd_catalyst': 5.0}
+        """
+        if amounts is None:
+            self._stock.update(self._initial_stock)
+            return self.stock
+        for name, units in amounts.items():
+            if name not in self._stock:
+                raise SetupError(f"consumable {name!r} is not stocked by this lab; it has {sorted(self._stock)}")
+            if not (units >= 0 and math.isfinite(units)):
+                raise SetupError(f"restock of {name!r} by {units!r} units; give a finite number >= 0")
+            self._stock[name] += float(units)
+        return self.stock
 
     # ------------------------------------------------------------------------------------------- clock
     @property
@@ -263,7 +390,7 @@ class SimLabDriver:
         return self.now
 
     def metrics(self) -> LabMetrics:
-        """Utilisation, queue waits and Gantt rows since ``start_time_s``.
+        """Utilisation, queue waits, Gantt rows and fault counts since ``start_time_s``.
 
         Example:
             >>> lab = SimLabDriver(oracle=lambda c: 1.0)
@@ -296,6 +423,8 @@ class SimLabDriver:
             queue_wait_s={name: float(np.mean(w)) if w else 0.0 for name, w in waits.items()},
             n_jobs=self._count_states(),
             gantt=rows,
+            n_faults=self._count_faults(),
+            faults=list(self._fault_log),
         )
 
     # ------------------------------------------------------------------------------------------- simulation
@@ -303,42 +432,150 @@ class SimLabDriver:
         if record.state == "cancelled":  # cancelled before the process got its first step
             return
         record.has_started = True
-        key = record.job.job_key
+        job, key = record.job, record.job.job_key
         try:
-            for index, step in enumerate(record.job.steps):
+            for index, step in enumerate(job.steps):
                 if index > 0 and self.transfer_s > 0:
-                    yield from self._occupy(record, TRANSFER_ROBOT, self.transfer_s)
+                    transfer_s = self.transfer_s
+                    if self._meets(key, "robot_jam", self.faults.robot_jam_probability, f"fault:jam:{index}"):
+                        self._log_fault("robot_jam", key, TRANSFER_ROBOT)
+                        transfer_s += self.faults.robot_jam_s
+                    yield from self._occupy(record, TRANSFER_ROBOT, transfer_s)
                 median_s, log_sd = self.durations_s[step]
                 z = job_rng(self.seed, key, f"duration:{index}:{step}").standard_normal()
                 duration_s = median_s * math.exp(log_sd * z)
-                yield from self._occupy(record, step, duration_s)
-        except simpy.Interrupt:
-            record.state = "cancelled"
+                stream = f"fault:timeout:{index}:{step}"
+                hangs = self._meets(key, "station_timeout", self.faults.station_timeout_probability, stream)
+                if hangs:
+                    duration_s = self.faults.station_timeout_factor * median_s
+                needs = dict(self.consumable_use.get(step, {}))
+                if index == 0:
+                    for name, units in self._job_consumables(job).items():
+                        needs[name] = needs.get(name, 0.0) + units
+                yield from self._occupy(record, step, duration_s, needs=needs)
+                if hangs:
+                    self._log_fault("station_timeout", key, step)
+                    raise _JobFailed(
+                        f"station timeout: {step!r} did not finish its step within {duration_s:.0f} s and its "
+                        "watchdog aborted it (injected fault); the sample is lost, resubmit under a new job key"
+                    )
+        except simpy.Interrupt as interrupt:
+            if interrupt.cause == _TTL and record.state != "cancelled":  # a cancel that came first wins
+                self._finish_failed(record, self._ttl_reason(record))
+            else:
+                record.state = "cancelled"
+            return
+        except _JobFailed as failure:
+            self._finish_failed(record, failure.reason)
             return
         record.result = self._measure(record)
         record.state = "done" if record.result.status == "ok" else "failed"
 
-    def _occupy(self, record: _JobRecord, resource: str, duration_s: float) -> Generator[simpy.Event, Any, None]:
+    def _occupy(
+        self, record: _JobRecord, resource: str, duration_s: float, needs: Mapping[str, float] | None = None
+    ) -> Generator[simpy.Event, Any, None]:
+        """Hold one slot of ``resource`` for ``duration_s`` of work, pausing while the station is down."""
         requested_s = self.env.now
-        with self._resources[resource].request() as request:
+        is_station = resource != TRANSFER_ROBOT
+        record.location = ("waiting for", resource)
+        with self._resources[resource].request(priority=record.priority) as request:
             yield request
-            start_s = self.env.now
-            self._waits.append((resource, start_s - requested_s))
-            if resource != TRANSFER_ROBOT:
-                record.state = "running"
-            record.open_interval = (resource, start_s)
-            try:
-                yield self.env.timeout(duration_s)
-            except simpy.Interrupt:
-                self._close_interval(record, resource, start_s, is_station=resource != TRANSFER_ROBOT)
-                raise
-            self._close_interval(record, resource, start_s, is_station=resource != TRANSFER_ROBOT)
+            remaining_s, has_begun, is_held_up = duration_s, False, False
+            while True:
+                up = self._down.get(resource)
+                if up is not None:
+                    if not (has_begun or is_held_up):  # granted while down: one delay, however many windows
+                        is_held_up = True
+                        self._log_fault("station_down", record.job.job_key, resource)
+                    try:
+                        yield up
+                    except simpy.Interrupt as interrupt:
+                        if interrupt.cause != _DOWN:
+                            raise
+                    continue
+                if not has_begun:
+                    has_begun = True
+                    self._waits.append((resource, self.env.now - requested_s))
+                    if needs:
+                        self._consume(record, resource, needs)
+                    if is_station:
+                        record.state = "running"
+                start_s = self.env.now
+                record.open_interval, record.working_on = (resource, start_s), resource
+                record.location = ("on", resource)
+                try:
+                    yield self.env.timeout(remaining_s)
+                except simpy.Interrupt as interrupt:
+                    self._close_interval(record, resource, start_s, is_station)
+                    if interrupt.cause != _DOWN:
+                        raise
+                    self._log_fault("station_down", record.job.job_key, resource)
+                    remaining_s -= self.env.now - start_s
+                    if remaining_s > 1e-9:
+                        continue
+                    return
+                self._close_interval(record, resource, start_s, is_station)
+                return
 
     def _close_interval(self, record: _JobRecord, resource: str, start_s: float, is_station: bool) -> None:
-        record.open_interval = None
+        record.open_interval, record.working_on = None, None
         self._intervals.append((record.job.job_key, resource, start_s, self.env.now))
         if is_station:
             record.station_log.append((resource, start_s, self.env.now))
+
+    def _consume(self, record: _JobRecord, station: str, needs: Mapping[str, float]) -> None:
+        short = {name: units for name, units in needs.items() if self._stock.get(name, 0.0) < units}
+        if short:
+            name, units = next(iter(short.items()))
+            self._log_fault("consumable_exhausted", record.job.job_key, station)
+            raise _JobFailed(
+                f"consumable exhausted: {name!r} has {self._stock.get(name, 0.0):g} units left and step "
+                f"{station!r} needs {units:g}; call restock() on the lab, then resubmit under a new job key"
+            )
+        for name, units in needs.items():
+            self._stock[name] -= units
+
+    def _station_down(self, station: str, start_s: float, end_s: float) -> Generator[simpy.Event, Any, None]:
+        if end_s <= self.env.now:
+            return
+        if start_s > self.env.now:
+            yield self.env.timeout(start_s - self.env.now)
+        up = self.env.event()
+        self._down[station] = up
+        for record in self._jobs.values():
+            if record.working_on == station and record.process is not None and record.process.is_alive:
+                record.process.interrupt(_DOWN)
+        yield self.env.timeout(end_s - self.env.now)
+        if self._down.get(station) is up:  # a window starting right now may already have replaced it
+            del self._down[station]
+        up.succeed()
+
+    def _watch_ttl(self, record: _JobRecord) -> Generator[simpy.Event, Any, None]:
+        yield self.env.timeout(record.ttl_s)
+        if record.state not in TERMINAL_STATES and record.process.is_alive:
+            record.process.interrupt(_TTL)
+
+    def _ttl_reason(self, record: _JobRecord) -> str:
+        doing, resource = record.location
+        where = f"{doing} {resource!r}" if resource else doing
+        self._log_fault("ttl_exceeded", record.job.job_key, resource)
+        return (
+            f"ttl exceeded: job {record.job.job_key!r} was not finished {record.ttl_s:g} s after submission "
+            f"(submitted at t={record.submitted_s:.0f} s, stopped at t={self.env.now:.0f} s {where}); "
+            "raise parameters['ttl_s'] or default_ttl_s, or look for a stuck station"
+        )
+
+    def _finish_failed(self, record: _JobRecord, reason: str) -> None:
+        record.result = LabResult(
+            job_key=record.job.job_key,
+            candidate_id=record.job.candidate.id,
+            status="failed",
+            reason=reason,
+            submitted_s=record.submitted_s,
+            completed_s=self.env.now,
+            station_log=list(record.station_log),
+        )
+        record.state = "failed"
 
     def _measure(self, record: _JobRecord) -> LabResult:
         job = record.job
@@ -361,8 +598,25 @@ class SimLabDriver:
         if not math.isfinite(truth):
             reason = f"the oracle returned {truth} for candidate id {job.candidate.id!r}; no finite value to measure"
             return LabResult(status="failed", reason=reason, **common)
+        if self._meets(job.job_key, "bad_reading", self.faults.bad_reading_probability, "fault:bad_reading"):
+            station = job.steps[-1]
+            self._log_fault("bad_reading", job.job_key, station)
+            reason = (
+                f"bad reading: the detector on {station!r} returned an implausible signal (injected fault); "
+                "re-measure under a new job key"
+            )
+            return LabResult(status="failed", reason=reason, **common)
         noise = self.noise_sd * job_rng(self.seed, job.job_key, "measurement").standard_normal()
         return LabResult(status="ok", value=truth + noise, uncertainty=self.noise_sd, **common)
+
+    def _meets(self, job_key: str, kind: str, probability: float, stream: str) -> bool:
+        """Whether a job meets a fault here: forced for its key, or drawn from its own stream."""
+        if self.faults.forced.get(job_key) == kind:
+            return True
+        return probability > 0.0 and job_rng(self.seed, job_key, stream).random() < probability
+
+    def _log_fault(self, kind: FaultKind, job_key: str, resource: str) -> None:
+        self._fault_log.append((kind, job_key, resource, float(self.env.now)))
 
     def _run_env(self, until: simpy.Event) -> None:
         try:
@@ -373,6 +627,39 @@ class SimLabDriver:
             raise InstrumentFault(
                 f"the simulated lab stalled at t={self.env.now:.0f} s with jobs unfinished; check health()"
             ) from exc
+
+    # ------------------------------------------------------------------------------------------- job parameters
+    @staticmethod
+    def _priority(job: LabJob) -> float:
+        raw = job.parameters.get("priority", 0)
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+            raise SetupError(f"job {job.job_key!r} has priority={raw!r}; give a finite number (lower runs sooner)")
+        return float(raw)
+
+    def _ttl(self, job: LabJob) -> float | None:
+        raw = job.parameters.get("ttl_s", self.default_ttl_s)
+        if raw is None:
+            return None
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not (raw > 0 and math.isfinite(raw)):
+            raise SetupError(f"job {job.job_key!r} has ttl_s={raw!r}; give a positive number of seconds")
+        return float(raw)
+
+    def _job_consumables(self, job: LabJob) -> dict[str, float]:
+        raw = job.parameters.get("consumables", {})
+        if not isinstance(raw, Mapping):
+            raise SetupError(f"job {job.job_key!r} has consumables={raw!r}; give a mapping name -> units")
+        needs = {}
+        for name, units in raw.items():
+            if name not in self._stock:
+                raise SetupError(
+                    f"job {job.job_key!r} needs consumable {name!r}, which this lab does not stock "
+                    f"(stocked: {sorted(self._stock) or 'none'})"
+                )
+            is_number = isinstance(units, (int, float)) and not isinstance(units, bool)
+            if not (is_number and units >= 0 and math.isfinite(units)):
+                raise SetupError(f"job {job.job_key!r} needs {units!r} units of {name!r}; give a number >= 0")
+            needs[name] = float(units)
+        return needs
 
     # ------------------------------------------------------------------------------------------- helpers
     def _handle(self, job_key: str) -> JobHandle:
@@ -401,8 +688,26 @@ class SimLabDriver:
             counts[record.state] += 1
         return counts
 
+    def _count_faults(self) -> dict[str, int]:
+        counts = dict.fromkeys(FAULT_KINDS, 0)
+        for kind, *_ in self._fault_log:
+            counts[kind] += 1
+        return counts
+
     def __repr__(self) -> str:
         return (
             f"SimLabDriver(stations={self.stations}, seed={self.seed}, now={self.env.now:.0f} s, "
             f"n_jobs={len(self._jobs)})"
         )
+
+
+def _as_model(model: type[BaseModel], value: Any, what: str) -> Any:
+    """Accept a model, its dict (as read from a TOML spec or JSON) or None (the model's default)."""
+    if value is None:
+        return model()
+    if isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(dict(value))
+    except (TypeError, ValueError) as exc:
+        raise SetupError(f"{what}={value!r} is not a valid {model.__name__}: {exc}") from exc

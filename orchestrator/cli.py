@@ -52,6 +52,7 @@ def run(
     campaign_id: Annotated[str | None, typer.Option("--campaign-id", help="id for a new campaign")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="stop after N graph steps (resumable)")] = None,
     approve: Annotated[str | None, typer.Option(help="answer a pending approval: 'all', 'none' or job keys, comma-separated")] = None,
+    lab_url: Annotated[str | None, typer.Option("--lab-url", help="run against a remote lab server (token from $CLOSEDLOOP_LAB_TOKEN)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")] = False,
 ) -> None:
     """Run a campaign on its lab (the simulated lab by default) and print a summary."""
@@ -66,7 +67,7 @@ def run(
         else:
             if spec is None:
                 _fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
-            parsed = load_spec(spec).with_overrides(seed=seed, lab_budget=lab_budget)
+            parsed = load_spec(spec).with_overrides(seed=seed, lab_budget=lab_budget, lab_url=lab_url)
             campaign = Campaign.start(parsed, db=db, campaign_id=campaign_id)
         with campaign:
             answer = _parse_approval(approve)
@@ -152,6 +153,61 @@ def _print_summary(summary: dict[str, Any]) -> None:
         keys = summary["approval"]["job_keys"]
         out.print(f"[yellow]waiting for approval of {len(keys)} lab job(s):[/] "
                   f"closedloop run --resume {summary['campaign_id']} --db {summary['db']} --approve all")
+
+
+# --------------------------------------------------------------------------------------------------- lab
+lab_app = typer.Typer(help="Serve a lab over HTTP.", no_args_is_help=True)
+app.add_typer(lab_app, name="lab")
+
+
+@lab_app.command("serve")
+def lab_serve(
+    host: Annotated[str, typer.Option(help="interface to bind; keep 127.0.0.1 unless you mean it")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0 picks a free one)")] = 8000,
+    driver: Annotated[str, typer.Option("--driver", help="registered driver name")] = "simlab",
+    spec: Annotated[Path | None, typer.Option("--spec", help="serve the simulated lab of this campaign spec")] = None,
+    journal: Annotated[Path | None, typer.Option(help="SQLite journal, so a restarted server loses no job")] = None,
+    param: Annotated[list[str], typer.Option("--param", help="driver parameter KEY=VALUE (JSON values)")] = [],
+    seconds_per_sim_hour: Annotated[float, typer.Option(help="wall seconds per simulated lab hour")] = 0.01,
+) -> None:
+    """Serve any registered driver over HTTP, with its OpenAPI spec at /openapi.json.
+
+    A bearer token is required when $CLOSEDLOOP_LAB_TOKEN is set.
+    """
+    import os
+
+    from instruments.server import build_driver, serve
+
+    params: dict[str, Any] = {}
+    for item in param:
+        key, sep, value = item.partition("=")
+        if not sep:
+            _fail(f"--param {item!r} must look like KEY=VALUE, e.g. --param noise_sd=0.1")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    try:
+        if spec is not None:
+            params = {**_simlab_params_for(spec), **params}
+        lab_driver = build_driver(driver, params)
+    except ClosedLoopError as exc:
+        _fail(str(exc))
+    serve(lab_driver, host=host, port=port, token=os.environ.get("CLOSEDLOOP_LAB_TOKEN") or None,
+          journal_path=journal, seconds_per_sim_hour=seconds_per_sim_hour, log_level="warning")
+
+
+def _simlab_params_for(spec_path: Path) -> dict[str, Any]:
+    """The simulated lab a campaign spec describes: its ground truth, noise and seed."""
+    from instruments import TableOracle
+
+    from .pool import load_pool
+    from .spec import load_spec
+
+    spec = load_spec(spec_path)
+    pool = load_pool(spec)
+    oracle = TableOracle(pool.column(spec.lab.oracle_column or "_oracle"), property=spec.objective.property)
+    return {"oracle": oracle, "noise_sd": spec.lab.noise_sd, "seed": spec.campaign.seed, **spec.lab.parameters}
 
 
 # --------------------------------------------------------------------------------------------------- simulate

@@ -5,6 +5,7 @@ None of this is graph state (it is not serialisable); it is rebuilt from the spe
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,9 +65,14 @@ class CampaignContext:
 
 
 def lab_time_s(ledger: Ledger, campaign_id: str) -> float:
-    """The lab clock the ledger has reached (latest dispatch or result), seconds since the campaign started."""
-    times = [e.payload["sim_time_s"] for e in ledger.events(campaign_id, types=["Dispatched", "Observed"])]
-    return max(times, default=0.0)
+    """Lab time the campaign has used: from its first dispatch to its latest dispatch or result, seconds.
+
+    (A remote lab's clock did not start with the campaign, so the first dispatch is the origin.)
+    """
+    events = ledger.events(campaign_id, types=["Dispatched", "Observed"])
+    times = [e.payload["sim_time_s"] for e in events]
+    starts = [e.payload["sim_time_s"] for e in events if e.type == "Dispatched"]
+    return max(times) - min(starts) if starts else 0.0
 
 
 def lab_now(ctx: CampaignContext) -> float:
@@ -139,6 +145,8 @@ def _build_driver(spec: CampaignSpec, pool: Pool):
     from instruments import TableOracle, load_driver
 
     params: dict[str, Any] = dict(spec.lab.parameters)
+    if spec.lab.driver == "http" and os.environ.get("CLOSEDLOOP_LAB_TOKEN"):
+        params.setdefault("token", os.environ["CLOSEDLOOP_LAB_TOKEN"])  # never in the spec, so never in the ledger
     if spec.lab.driver == "simlab":
         column = spec.lab.oracle_column or "_oracle"
         params.setdefault("oracle", TableOracle(pool.column(column), property=spec.objective.property))

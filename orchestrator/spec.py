@@ -244,13 +244,21 @@ class CampaignSpec(_Spec):
         candidate = Path(path)
         return candidate if candidate.is_absolute() else (Path(self.base_dir) / candidate).resolve()
 
-    def with_overrides(self, *, seed: int | None = None, lab_budget: int | None = None) -> CampaignSpec:
-        """A copy with the CLI's --seed / --lab-budget applied."""
+    def with_overrides(
+        self, *, seed: int | None = None, lab_budget: int | None = None, lab_url: str | None = None
+    ) -> CampaignSpec:
+        """A copy with the CLI's --seed / --lab-budget / --lab-url applied.
+
+        A lab URL replaces the lab's driver with the HTTP driver; the ground truth then lives on the server.
+        """
         data = self.model_dump()
         if seed is not None:
             data["campaign"]["seed"] = seed
         if lab_budget is not None:
             data["budget"]["lab_experiments"] = lab_budget
+        if lab_url is not None:
+            data["lab"].update(driver="http", oracle_column=None, oracle=None,
+                               parameters={"base_url": lab_url, "retries": 30, "backoff_s": 0.2})
         return validate_spec(data, source="overrides")
 
 

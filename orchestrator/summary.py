@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .context import lab_time_s
 from .events import CampaignStarted, Observed, Simulated
 from .ledger import Ledger
 from .spec import validate_spec
@@ -63,7 +64,7 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     results = [(o.candidate_id, o.arm, o.value, spec.objective.utility(o.value)) for o in observed if o.status == "ok"]
     best = max(results, key=lambda r: r[3], default=None)
     compute_s = sum(e.payload["observation"].get("cost_s", 0.0) for e in ledger.events(campaign_id, types=[Simulated.type]))
-    clock_s = max((o.sim_time_s for o in observed), default=0.0)
+    clock_s = lab_time_s(ledger, campaign_id)
     return {
         "campaign_id": campaign_id,
         "name": campaign.name,

@@ -99,3 +99,12 @@ def test_importing_instruments_does_not_import_torch():
     code = "import sys, instruments; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_importing_instruments_does_not_import_the_http_stack():
+    code = "import sys, instruments; print(sorted({'fastapi', 'uvicorn', 'httpx', 'starlette'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    code = "import instruments; print(instruments.HttpDriver.__module__, instruments.create_app.__module__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["instruments.http_driver", "instruments.server"]

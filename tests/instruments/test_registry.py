@@ -57,3 +57,23 @@ def test_target_that_is_not_a_driver_is_refused(monkeypatch):
     fake_group(monkeypatch, ("dict", "builtins:dict"))
     with pytest.raises(SetupError, match="does not implement InstrumentDriver"):
         load_driver("dict")
+
+
+def test_driver_members_are_checked_without_touching_the_network():
+    from instruments import HttpDriver
+    from instruments.registry import missing_members
+
+    remote = HttpDriver("http://127.0.0.1:9", retries=0)  # nothing listens there
+    assert missing_members(remote) == []
+    assert remote._envelope is None and remote.n_retries == 0  # the envelope property was not run
+    assert missing_members(SimLabDriver(oracle=lambda c: 1.0)) == []
+
+
+def test_http_driver_loads_through_an_entry_point(monkeypatch):
+    from instruments import HttpDriver
+
+    fake_group(monkeypatch, ("http", "instruments.http_driver:HttpDriver"))
+    remote = load_driver("http", base_url="http://127.0.0.1:9", token="t", retries=0)
+    assert isinstance(remote, HttpDriver) and remote.token == "t"
+    with pytest.raises(SetupError, match="must start with http"):
+        load_driver("http", base_url="127.0.0.1:9")

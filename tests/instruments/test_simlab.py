@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from instruments import FunctionOracle, JobHandle, LabJob, SimLabDriver, TableOracle
+from instruments import FaultPlan, FunctionOracle, JobHandle, LabJob, SafetyEnvelope, SimLabDriver, TableOracle
 from instruments.simlab import TRANSFER_ROBOT
 from instruments.testing import DriverContract
 from orchestrator.domain import Conditions, InstrumentFault, SetupError
@@ -41,12 +41,26 @@ def results(lab: SimLabDriver, handles: list[JobHandle]):
 # ----------------------------------------------------------------------------------------------- contract
 class TestSimLabDriver(DriverContract):
     def driver_factory(self) -> SimLabDriver:
-        return SimLabDriver(oracle=x_oracle(), noise_sd=0.1, seed=7)
+        envelope = SafetyEnvelope(name="bench", parameters={"x": (0.0, 100.0)}, forbidden_hazards={"pyrophoric"})
+        return SimLabDriver(oracle=x_oracle(), noise_sd=0.1, seed=7, envelope=envelope)
+
+    def faulty_driver_factory(self) -> SimLabDriver:
+        return SimLabDriver(oracle=x_oracle(), seed=7, faults=FaultPlan(bad_reading_probability=1.0))
 
 
 class TestSimLabDriverResumedSingleSlots(DriverContract):
     def driver_factory(self) -> SimLabDriver:
-        return SimLabDriver(oracle=x_oracle(), stations=ONE_EACH, transfer_s=0.0, start_time_s=1.0e6)
+        envelope = SafetyEnvelope(allowed_reagents={"CCO"}, max_job_duration_s=86_400.0)
+        return SimLabDriver(
+            oracle=x_oracle(), stations=ONE_EACH, transfer_s=0.0, start_time_s=1.0e6, envelope=envelope
+        )
+
+    def faulty_driver_factory(self) -> SimLabDriver:
+        # the single synthesis slot is timed out by its watchdog
+        return SimLabDriver(
+            oracle=x_oracle(), stations=ONE_EACH, start_time_s=1.0e6,
+            faults=FaultPlan(station_timeout_probability=1.0),
+        )
 
 
 # ----------------------------------------------------------------------------------------------- queueing

@@ -146,3 +146,22 @@ def test_pending_aware_dispatch_keeps_the_lab_full_and_drains_it(tmp_path):
     assert peak == 4  # SimLab's default stations hold 2 + 1 + 1 jobs
     assert summary["n_lab"] == 14 and report.is_identical
     assert events[-1].type == "CampaignStopped"
+
+
+def test_out_of_envelope_jobs_are_rejected_before_the_driver(tmp_path):
+    import pandas as pd
+
+    from tests.conftest import BUCHWALD_SPEC
+
+    frame = pd.read_csv(BUCHWALD_SPEC.parent / "data" / "experiment_index.csv")
+    reagents = set(frame[["Aryl_halide_SMILES", "Additive_SMILES", "Base_SMILES", "Ligand_SMILES"]].stack())
+    banned_base = sorted(frame["Base_SMILES"].unique())[0]
+    envelope = {"name": "glovebox", "allowed_reagents": sorted(reagents - {banned_base})}
+    spec = small_spec(BUCHWALD_SPEC, lab_experiments=12, lab__parameters={"envelope": envelope})
+    summary, events, report = _run(spec, tmp_path, "envelope")
+    rejected = [e.payload for e in events if e.type == "Rejected" and e.payload["stage"] == "dispatch"]
+    assert rejected, "some proposals use the banned base"
+    assert all("outside the lab's safety envelope" in r["reason"] and "glovebox" in r["reason"] for r in rejected)
+    dispatched = {e.payload["candidate_id"] for e in events if e.type == "Dispatched"}
+    assert not dispatched & {r["candidate_id"] for r in rejected}, "nothing out of envelope reaches the driver"
+    assert summary["n_lab"] == 12 and report.is_identical

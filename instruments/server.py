@@ -1,0 +1,579 @@
+"""The remote lab: any ``InstrumentDriver`` served over HTTP (FastAPI + uvicorn), with a journal that survives restarts.
+
+``create_app(driver)`` exposes the six verbs and the safety envelope as REST endpoints, documented at
+``/openapi.json``:
+
+========================  ==============================  ===============================================
+``POST /jobs``            submit (idempotent on job_key)  ``JobInfo``; 409 key reused, 422 out of envelope
+``GET /jobs/{key}``       status                          ``JobInfo``; 404 unknown
+``GET /jobs/{key}/result``  result                        ``LabResult``; 409 unfinished or cancelled
+``POST /jobs/{key}/cancel``  cancel                       ``JobInfo``
+``GET /health``           health                          the driver's dict plus a ``server`` section
+``GET /capabilities``     capabilities                    the driver's dict plus a ``server`` section
+``GET /envelope``         the driver's safety envelope    ``SafetyEnvelope``
+========================  ==============================  ===============================================
+
+Errors come back as ``ErrorBody`` (``error``, ``message``, ``violations``). With ``token`` set, every endpoint but
+``/openapi.json`` and ``/docs`` needs ``Authorization: Bearer <token>`` (401 otherwise). The server checks the
+envelope itself before the driver sees a job, and the driver checks again.
+
+**Journal.** Accepted jobs and their results go to a SQLite ``LabJournal`` (``journal_path``; in memory when None).
+On start-up the server serves finished results from it and resubmits accepted-but-unfinished jobs to its fresh driver;
+those never completed, so nothing runs twice. Resubmitting a known key returns the existing job.
+
+**Time.** A simulated driver (one with ``run_until`` and ``now``) would otherwise stand still behind a server, so a
+background task advances its clock in step with the wall clock: ``seconds_per_sim_hour`` real seconds per simulated
+hour (default 0.01, so a 5-hour job takes about 0.05 s; 3600 is real time). The simpy lab stays an ordinary
+``Environment``: ``simpy.rt.RealtimeEnvironment`` would sleep inside ``run`` and block the server's event loop.
+The same task polls unfinished jobs of any driver and journals their results.
+
+Example:
+    >>> from instruments.simlab import SimLabDriver
+    >>> app = create_app(SimLabDriver(oracle=lambda c: 1.0), token="s3cret")
+    >>> sorted(path for path in app.openapi()["paths"])  # doctest: +NORMALIZE_WHITESPACE
+    ['/capabilities', '/envelope', '/health', '/jobs', '/jobs/{job_key}', '/jobs/{job_key}/cancel',
+     '/jobs/{job_key}/result']
+"""
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from instruments.base import TERMINAL_STATES, InstrumentDriver, JobHandle, JobState, LabJob, LabResult
+from instruments.envelope import EnvelopeViolation, SafetyEnvelope
+from instruments.journal import LabJournal
+from instruments.oracle import FunctionOracle, TableOracle
+from orchestrator.domain import InstrumentFault, SetupError
+
+try:
+    import uvicorn
+    from fastapi import Depends, FastAPI, Request
+    from fastapi.responses import JSONResponse
+    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise SetupError(f"the lab server needs fastapi and uvicorn ({exc}); pip install fastapi uvicorn") from exc
+
+__all__ = [
+    "DEFAULT_SECONDS_PER_SIM_HOUR",
+    "ErrorBody",
+    "JobInfo",
+    "LabService",
+    "ServerThread",
+    "build_driver",
+    "create_app",
+    "demo_oracle",
+    "run_server",
+    "serve",
+]
+
+log = logging.getLogger(__name__)
+
+#: Real seconds per simulated hour for a simulated lab behind the server.
+DEFAULT_SECONDS_PER_SIM_HOUR = 0.01
+
+ErrorKind = Literal[
+    "envelope_violation", "key_conflict", "not_found", "not_finished", "setup_error", "instrument_fault",
+    "unauthorized",
+]
+
+
+class JobInfo(BaseModel):
+    """Where a job stands. ``now_s`` is the lab clock (s) when the lab has one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_key: str
+    driver: str = Field(description="name of the driver behind the server")
+    state: JobState
+    now_s: float | None = None
+
+
+class ErrorBody(BaseModel):
+    """Why a request was refused: a machine-readable ``error``, a message saying what to fix, and for an
+    ``envelope_violation`` every violation."""
+
+    error: ErrorKind
+    message: str
+    violations: list[str] = Field(default_factory=list)
+
+
+class ApiError(Exception):
+    """Raised inside the service; turned into an ``ErrorBody`` response."""
+
+    def __init__(self, status_code: int, error: ErrorKind, message: str, violations: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = ErrorBody(error=error, message=message, violations=violations or [])
+
+
+def _not_found(job_key: str) -> ApiError:
+    return ApiError(
+        404,
+        "not_found",
+        f"job {job_key!r} is unknown to this lab server (never submitted here, or submitted to a server without a "
+        "journal before it restarted); resubmit it: submit is idempotent on the job key",
+    )
+
+
+class LabService:
+    """The server's logic, independent of HTTP: journal, envelope check, clock pump and result collection.
+
+    Args:
+        driver: the lab to serve.
+        journal_path: SQLite file for the journal; None keeps it in memory (nothing survives a restart).
+        seconds_per_sim_hour: real seconds per simulated hour when ``driver`` is simulated.
+        tick_s: real seconds between clock advances.
+        poll_s: real seconds between status polls of a driver that is not simulated.
+    """
+
+    def __init__(
+        self,
+        driver: InstrumentDriver,
+        *,
+        journal_path: str | Path | None = None,
+        seconds_per_sim_hour: float = DEFAULT_SECONDS_PER_SIM_HOUR,
+        tick_s: float = 0.005,
+        poll_s: float = 1.0,
+    ) -> None:
+        if not seconds_per_sim_hour > 0:
+            raise SetupError(f"{seconds_per_sim_hour=} must be > 0 real seconds per simulated hour (3600 is real time)")
+        self.driver = driver
+        self.journal_path = None if journal_path is None else str(journal_path)
+        self.seconds_per_sim_hour = float(seconds_per_sim_hour)
+        self.tick_s = float(tick_s)
+        self.poll_s = float(poll_s)
+        self.is_simulated = callable(getattr(driver, "run_until", None)) and hasattr(driver, "now")
+        self.journal: LabJournal | None = None
+        self.pump_error: str | None = None
+        self.n_resubmitted = 0
+        self._unfinished: dict[str, JobHandle] = {}
+        self._task: asyncio.Task | None = None
+
+    @property
+    def envelope(self) -> SafetyEnvelope:
+        return getattr(self.driver, "envelope", None) or SafetyEnvelope()
+
+    @property
+    def now_s(self) -> float | None:
+        return float(self.driver.now) if hasattr(self.driver, "now") else None
+
+    # ------------------------------------------------------------------------------------------- life cycle
+    async def start(self) -> None:
+        """Open the journal, continue the lab clock, resubmit unfinished jobs and start the pump."""
+        self.journal = LabJournal(self.journal_path or ":memory:")
+        if self.is_simulated:
+            recorded = self.journal.lab_time_s()
+            if recorded is not None and recorded > self.driver.now:
+                self.driver.run_until(recorded)
+        for entry in self.journal.unfinished():
+            try:
+                handle = await self.driver.submit(entry.job)
+            except Exception as exc:  # a job that cannot run any more is reported failed, never dropped
+                now = self.now_s or 0.0
+                self.journal.complete(
+                    LabResult(
+                        job_key=entry.job_key, candidate_id=entry.job.candidate.id, status="failed",
+                        reason=f"the lab restarted and could not resubmit the job: {exc}",
+                        submitted_s=now, completed_s=now,
+                    )
+                )
+                continue
+            self.journal.note_resubmitted(entry.job_key, self.now_s)
+            self._unfinished[entry.job_key] = handle
+            self.n_resubmitted += 1
+        self._task = asyncio.create_task(self._pump())
+
+    async def stop(self) -> None:
+        """Stop the pump, remember the lab clock and close the journal."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.journal is not None:
+            if self.is_simulated:
+                self.journal.set_lab_time(self.driver.now)
+            self.journal.close()
+
+    async def _pump(self) -> None:
+        last_tick = last_poll = last_clock_note = time.monotonic()
+        while True:
+            await asyncio.sleep(self.tick_s)
+            now = time.monotonic()
+            try:
+                if self.is_simulated:
+                    sim_s = (now - last_tick) * 3600.0 / self.seconds_per_sim_hour
+                    self.driver.run_until(self.driver.now + sim_s)
+                    if now - last_clock_note >= 0.5:
+                        self.journal.set_lab_time(self.driver.now)
+                        last_clock_note = now
+                if self.is_simulated or now - last_poll >= self.poll_s:
+                    last_poll = now
+                    for job_key, handle in list(self._unfinished.items()):
+                        state = await self.driver.status(handle)
+                        if state in TERMINAL_STATES:
+                            await self._collect(job_key, handle, state)
+                self.pump_error = None
+            except Exception as exc:  # keep serving; health() reports the problem
+                if self.pump_error is None:
+                    log.exception("lab server pump failed")
+                self.pump_error = f"{type(exc).__name__}: {exc}"
+            last_tick = now
+
+    async def _collect(self, job_key: str, handle: JobHandle, state: JobState) -> None:
+        if state in ("done", "failed"):
+            self.journal.complete(await self.driver.result(handle))
+        elif state == "cancelled":
+            self.journal.cancel(job_key, self.now_s)
+        self._unfinished.pop(job_key, None)
+
+    # ------------------------------------------------------------------------------------------- verbs
+    def _handle(self, job_key: str) -> JobHandle:
+        return JobHandle(job_key=job_key, driver=self.driver.name)
+
+    def _info(self, job_key: str, state: JobState) -> JobInfo:
+        return JobInfo(job_key=job_key, driver=self.driver.name, state=state, now_s=self.now_s)
+
+    async def submit(self, job: LabJob) -> JobInfo:
+        entry = self.journal.get(job.job_key)
+        if entry is not None:
+            if entry.job != job:
+                raise ApiError(
+                    409, "key_conflict",
+                    f"job key {job.job_key!r} was already submitted with a different job; use a new key for a new run",
+                )
+            return await self.status(job.job_key)
+        violations = self.envelope.check(job)
+        if violations:
+            error = EnvelopeViolation.for_job(job.job_key, violations, envelope_name=self.envelope.name)
+            raise ApiError(422, "envelope_violation", str(error), list(error.violations))
+        try:
+            handle = await self.driver.submit(job)
+        except EnvelopeViolation as exc:
+            raise ApiError(422, "envelope_violation", str(exc), list(exc.violations)) from exc
+        except SetupError as exc:
+            raise ApiError(400, "setup_error", str(exc)) from exc
+        except InstrumentFault as exc:
+            raise ApiError(503, "instrument_fault", f"the lab could not take job {job.job_key!r}: {exc}") from exc
+        self.journal.accept(job, self.now_s)
+        self._unfinished[job.job_key] = handle
+        return self._info(job.job_key, await self.driver.status(handle))
+
+    async def status(self, job_key: str) -> JobInfo:
+        entry = self.journal.get(job_key)
+        if entry is None:
+            raise _not_found(job_key)
+        if entry.state != "accepted":
+            return self._info(job_key, entry.state)
+        handle = self._handle(job_key)
+        try:
+            state = await self.driver.status(handle)
+        except InstrumentFault as exc:
+            raise ApiError(503, "instrument_fault", f"the lab lost track of job {job_key!r}: {exc}") from exc
+        if state in TERMINAL_STATES:
+            await self._collect(job_key, handle, state)
+        return self._info(job_key, state)
+
+    async def result(self, job_key: str) -> LabResult:
+        info = await self.status(job_key)
+        if info.state == "cancelled":
+            raise ApiError(
+                409, "not_finished", f"job {job_key!r} was cancelled and has no result; resubmit under a new key"
+            )
+        if info.state not in ("done", "failed"):
+            clock = f" at t={info.now_s:.0f} s" if info.now_s is not None else ""
+            raise ApiError(
+                409, "not_finished",
+                f"job {job_key!r} is {info.state}{clock} and has no result yet; "
+                f"poll GET /jobs/{job_key} until it is 'done' or 'failed'",
+            )
+        return self.journal.get(job_key).result
+
+    async def cancel(self, job_key: str) -> JobInfo:
+        info = await self.status(job_key)
+        if info.state in TERMINAL_STATES:
+            return info
+        await self.driver.cancel(self._handle(job_key))
+        return await self.status(job_key)
+
+    async def health(self) -> dict[str, Any]:
+        try:
+            health = dict(await self.driver.health())
+        except Exception as exc:  # a sick driver is reported, not raised
+            health = {"is_ok": False, "driver": self.driver.name, "reason": f"{type(exc).__name__}: {exc}"}
+        is_pumping = self._task is not None and not self._task.done()
+        health["is_ok"] = bool(health.get("is_ok", True)) and is_pumping and self.pump_error is None
+        health["server"] = self._server_info() | {"is_pumping": is_pumping, "pump_error": self.pump_error}
+        return health
+
+    async def capabilities(self) -> dict[str, Any]:
+        return dict(await self.driver.capabilities()) | {"server": self._server_info()}
+
+    def _server_info(self) -> dict[str, Any]:
+        return {
+            "journal": self.journal_path,
+            "n_journaled": self.journal.count_states() if self.journal is not None else {},
+            "n_resubmitted_on_start": self.n_resubmitted,
+            "is_simulated": self.is_simulated,
+            "seconds_per_sim_hour": self.seconds_per_sim_hour if self.is_simulated else None,
+        }
+
+
+_ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 404, 409, 422, 503)}
+
+
+def create_app(
+    driver: InstrumentDriver,
+    *,
+    token: str | None = None,
+    journal_path: str | Path | None = None,
+    seconds_per_sim_hour: float = DEFAULT_SECONDS_PER_SIM_HOUR,
+    tick_s: float = 0.005,
+) -> FastAPI:
+    """A FastAPI app serving ``driver``; see the module docstring for the endpoints.
+
+    Args:
+        driver: the lab to serve (any ``InstrumentDriver``).
+        token: bearer token every request must carry; None serves without authentication (bind to 127.0.0.1 then).
+        journal_path: SQLite journal that survives restarts; None keeps it in memory.
+        seconds_per_sim_hour: real seconds per simulated hour, for a simulated driver.
+        tick_s: real seconds between clock advances and status polls.
+    """
+    service = LabService(driver, journal_path=journal_path, seconds_per_sim_hour=seconds_per_sim_hour, tick_s=tick_s)
+    bearer = HTTPBearer(auto_error=False, description="the token given to `closedloop lab serve --token`")
+
+    async def require_token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if token is None:
+            return
+        if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
+            raise ApiError(
+                401, "unauthorized",
+                "this lab server needs a bearer token; pass the one it was started with "
+                "(HttpDriver(url, token=...) or the header 'Authorization: Bearer <token>')",
+            )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(
+        title=f"closedloop lab: {driver.name}",
+        version=str(getattr(driver, "version", "0")),
+        description="A closedloop instrument driver served over HTTP. Job keys are idempotency keys.",
+        lifespan=lifespan,
+        dependencies=[Depends(require_token)],
+        responses=_ERRORS,
+    )
+    app.state.lab = service
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return JSONResponse(exc.body.model_dump(), status_code=exc.status_code, headers=headers)
+
+    @app.post("/jobs", response_model=JobInfo, summary="Submit a job (idempotent on job_key)")
+    async def submit(job: LabJob) -> JobInfo:
+        return await service.submit(job)
+
+    # The suffixed routes come first: a job key may contain '/', and '{job_key:path}' would swallow the suffix.
+    @app.get("/jobs/{job_key:path}/result", response_model=LabResult, summary="Result of a finished job")
+    async def result(job_key: str) -> LabResult:
+        return await service.result(job_key)
+
+    @app.post("/jobs/{job_key:path}/cancel", response_model=JobInfo, summary="Cancel a queued or running job")
+    async def cancel(job_key: str) -> JobInfo:
+        return await service.cancel(job_key)
+
+    @app.get("/jobs/{job_key:path}", response_model=JobInfo, summary="Status of a job")
+    async def status(job_key: str) -> JobInfo:
+        return await service.status(job_key)
+
+    @app.get("/health", summary="Liveness and load of the lab")
+    async def health() -> dict[str, Any]:
+        return await service.health()
+
+    @app.get("/capabilities", summary="Stations, steps and limits the lab offers")
+    async def capabilities() -> dict[str, Any]:
+        return await service.capabilities()
+
+    @app.get("/envelope", response_model=SafetyEnvelope, summary="The lab's safety envelope")
+    async def envelope() -> SafetyEnvelope:
+        return service.envelope
+
+    return app
+
+
+# ----------------------------------------------------------------------------------------------- running it
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling a callback once it listens (its port is known then, also for port 0)."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Any = None) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+        self.port: int | None = None
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.port = int(self.servers[0].sockets[0].getsockname()[1])  # the real one, also for port 0
+            if self._on_started is not None:
+                self._on_started(self)
+
+
+class ServerThread:
+    """Serve an app with uvicorn in a background thread; for tests, notebooks and embedding.
+
+    Example:
+        >>> import httpx
+        >>> from instruments.simlab import SimLabDriver
+        >>> with ServerThread(create_app(SimLabDriver(oracle=lambda c: 1.0))) as server:
+        ...     httpx.get(f"{server.url}/health").json()["is_ok"]
+        True
+    """
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
+        self.app = app
+        self.host = host
+        self._started = threading.Event()
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+        self.server = _Server(config, on_started=lambda _: self._started.set())
+        self._thread = threading.Thread(target=self.server.run, name=f"lab-server-{port}", daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (known once started; kept after stop, for a restart on the same port)."""
+        if self.server.port is None:
+            raise InstrumentFault("the lab server has not started yet; call start() first")
+        return self.server.port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 20.0) -> "ServerThread":
+        """Start serving; return once the server listens."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._started.wait(0.01):
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise InstrumentFault(
+                    f"the lab server did not start on {self.host}:{self.server.config.port} within {timeout_s} s "
+                    "(port in use? see the log)"
+                )
+        return self
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """Shut down gracefully (lifespan shutdown runs: the journal is closed)."""
+        self.server.should_exit = True
+        self._thread.join(timeout_s)
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def serve(
+    driver: InstrumentDriver,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    journal_path: str | Path | None = None,
+    *,
+    seconds_per_sim_hour: float = DEFAULT_SECONDS_PER_SIM_HOUR,
+    log_level: str = "info",
+) -> None:
+    """Serve ``driver`` over HTTP until interrupted (Ctrl-C or SIGTERM); blocks.
+
+    Binds 127.0.0.1 by default; ``port=0`` takes a free port. Once listening it prints one line,
+    ``closedloop lab: serving <driver> on http://HOST:PORT (OpenAPI at /openapi.json)``, so a caller that started it
+    as a subprocess can read the URL.
+    """
+    app = create_app(driver, token=token, journal_path=journal_path, seconds_per_sim_hour=seconds_per_sim_hour)
+
+    def announce(server: _Server) -> None:
+        print(
+            f"closedloop lab: serving {driver.name} on http://{host}:{server.port} (OpenAPI at /openapi.json)",
+            flush=True,
+        )
+
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+    _Server(config, on_started=announce).run()
+
+
+def demo_oracle() -> FunctionOracle:
+    """Ground truth for a SimLab served without data: a fixed pseudo-random value in [0, 100) per candidate id.
+
+    Example:
+        >>> from orchestrator.domain import Conditions
+        >>> oracle = demo_oracle()
+        >>> oracle(Conditions(values={}, id="c1")) == oracle(Conditions(values={"x": 2.0}, id="c1"))
+        True
+    """
+
+    def value_of(candidate: Any) -> float:
+        digest = hashlib.sha256(str(candidate.id).encode()).digest()
+        return int.from_bytes(digest[:4], "big") % 10_000 / 100.0
+
+    return FunctionOracle(value_of, property="value")
+
+
+def build_driver(driver_name: str, driver_params: Mapping[str, Any] | None = None) -> InstrumentDriver:
+    """Build a registered driver for serving.
+
+    For ``"simlab"`` without an ``oracle`` parameter the ground truth comes from ``oracle_csv`` (a CSV file),
+    ``oracle_column`` (its value column) and ``oracle_id_column`` (default ``"id"``), or else from
+    ``demo_oracle()``. Other parameters go to the driver's constructor (``envelope`` and ``faults`` may be dicts).
+    """
+    from instruments.registry import load_driver
+
+    params = dict(driver_params or {})
+    if driver_name == "simlab" and "oracle" not in params:
+        csv_path = params.pop("oracle_csv", None)
+        column = params.pop("oracle_column", None)
+        id_column = params.pop("oracle_id_column", "id")
+        if csv_path is not None:
+            if column is None:
+                raise SetupError("oracle_csv needs oracle_column, the column holding the measured values")
+            params["oracle"] = TableOracle.from_csv(csv_path, column, id_column=id_column)
+        elif column is not None:
+            raise SetupError("oracle_column needs oracle_csv, the CSV file that holds the column")
+        else:
+            params["oracle"] = demo_oracle()
+    return load_driver(driver_name, **params)
+
+
+def run_server(
+    driver_name: str = "simlab",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    journal: str | Path | None = None,
+    driver_params: Mapping[str, Any] | None = None,
+    *,
+    seconds_per_sim_hour: float = DEFAULT_SECONDS_PER_SIM_HOUR,
+    log_level: str = "info",
+) -> None:
+    """Entry point for ``closedloop lab serve``: build the driver registered as ``driver_name`` and serve it.
+
+    Raises:
+        SetupError: the driver is unknown or its parameters are wrong.
+    """
+    driver = build_driver(driver_name, driver_params)
+    serve(
+        driver, host=host, port=port, token=token, journal_path=journal,
+        seconds_per_sim_hour=seconds_per_sim_hour, log_level=log_level,
+    )
