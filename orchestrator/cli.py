@@ -53,6 +53,9 @@ def run(
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="stop after N graph steps (resumable)")] = None,
     approve: Annotated[str | None, typer.Option(help="answer a pending approval: 'all', 'none' or job keys, comma-separated")] = None,
     lab_url: Annotated[str | None, typer.Option("--lab-url", help="run against a remote lab server (token from $CLOSEDLOOP_LAB_TOKEN)")] = None,
+    planner: Annotated[str | None, typer.Option("--planner", help="main arm: llm, bo or random")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="llm arm: provider:model or a .gguf path (default: embedded)")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="approve every lab batch without asking")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")] = False,
 ) -> None:
     """Run a campaign on its lab (the simulated lab by default) and print a summary."""
@@ -67,12 +70,19 @@ def run(
         else:
             if spec is None:
                 _fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
-            parsed = load_spec(spec).with_overrides(seed=seed, lab_budget=lab_budget, lab_url=lab_url)
+            parsed = load_spec(spec).with_overrides(seed=seed, lab_budget=lab_budget, lab_url=lab_url,
+                                                    planner=planner, model=model)
             campaign = Campaign.start(parsed, db=db, campaign_id=campaign_id)
         with campaign:
             answer = _parse_approval(approve)
             summary = _run_with_progress(campaign, max_steps=max_steps, approval=answer, quiet=as_json)
             question = campaign.pending_interrupt
+            while question is not None and max_steps is None:
+                answer = _answer(question, yes=yes, interactive=sys.stdin.isatty() and not as_json)
+                if answer is None:
+                    break
+                summary = _run_with_progress(campaign, max_steps=None, approval=answer, quiet=as_json)
+                question = campaign.pending_interrupt
     except ClosedLoopError as exc:
         _fail(str(exc))
     if question is not None:
@@ -82,6 +92,24 @@ def run(
         _emit_json(summary)
     else:
         _print_summary(summary)
+
+
+def _answer(question: dict[str, Any], *, yes: bool, interactive: bool) -> Any:
+    """An answer to a pending interrupt: --yes approves, a terminal asks, otherwise None (the campaign waits)."""
+    is_approval = "job_keys" in question
+    if yes and is_approval:
+        return True
+    if not interactive:
+        return None
+    if is_approval:
+        for key, label in zip(question["job_keys"], question.get("candidates", []), strict=False):
+            console.print(f"  {key}  {label}", highlight=False)
+        reply = typer.prompt(f"approve these {len(question['job_keys'])} lab job(s)? [all/none/comma-separated keys]",
+                             default="all")
+        return _parse_approval(reply)
+    for failure in question.get("failures", []):
+        console.print(f"  {failure['job_key']}: {failure['reason']}", highlight=False)
+    return typer.prompt("what should happen to these failed jobs? [retry/skip/abort]", default="retry")
 
 
 def _parse_approval(text: str | None) -> Any:

@@ -163,7 +163,7 @@ def build_context(spec: CampaignSpec, ledger: Ledger, campaign_id: str) -> Campa
     rubric_ref = spec.rewards.rubric
     if rubric_ref.endswith(".toml"):
         rubric_ref = str(spec.resolve(rubric_ref))
-    planners = {arm: make_planner(arm) for arm in {spec.planner.main, spec.planner.control} if arm}
+    planners = {arm: make_planner(arm, spec) for arm in (spec.planner.main, spec.planner.control) if arm}
     ctx = CampaignContext(
         campaign_id=campaign_id,
         spec=spec,

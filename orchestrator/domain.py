@@ -46,6 +46,7 @@ __all__ = [
 
 CandidateKind = Literal["molecule", "material", "conditions"]
 ArmName = Literal["llm", "bo", "random", "human", "imported"]
+PlannerName = Literal["llm", "bo", "random"]
 
 
 # --------------------------------------------------------------------------------------------------- errors
@@ -361,6 +362,7 @@ class Proposal(_Frozen):
     rationale: str = ""
     expected: float | None = Field(default=None, description="expected objective value, in the objective's unit")
     acquisition: float | None = Field(default=None, description="acquisition value that ranked it, if any")
+    is_fallback: bool = Field(default=False, description="filled in by the bo arm after the llm arm's repair rounds ran out")
 
 
 class Observation(_Frozen):

@@ -71,6 +71,7 @@ class Proposed(EventPayload):
     rationale: str = ""
     expected: float | None = None
     acquisition: float | None = None
+    is_fallback: bool = False
 
 
 class Rejected(EventPayload):
@@ -216,11 +217,21 @@ class SurrogateUpdated(EventPayload):
 
 
 class LLMCall(EventPayload):
+    """One chat-model call, recorded before its answer is used, so a replay or a resume never calls the model again.
+
+    Parameters never include API keys.
+    """
+
     type: ClassVar[str] = "LLMCall"
     iteration: int
+    key: str = Field(description="the planner's deterministic call key, e.g. it3:llm:0")
     model: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
     messages: list[dict[str, Any]]
     response: str
+    n_prompt_tokens: int | None = None
+    n_completion_tokens: int | None = None
+    latency_s: float | None = Field(default=None, description="wall-clock seconds of the call")
 
 
 class CampaignStopped(EventPayload):

@@ -182,8 +182,12 @@ class BudgetSpec(_Spec):
 class PlannerSpec(_Spec):
     """Planner arms. ``main`` proposes most experiments; ``control`` gets ``control_share`` of the lab budget."""
 
-    main: Literal["bo", "random"] = "bo"
-    control: Literal["random"] | None = "random"
+    main: Literal["llm", "bo", "random"] = "bo"
+    control: Literal["bo", "random"] | None = "random"
+    model: str | None = Field(
+        default=None, description="llm arm: 'provider:model', a .gguf path, or None for the embedded SmolLM2")
+    max_repair_rounds: int = Field(default=2, ge=0, description="llm arm: repair rounds before the bo fallback")
+    shortlist_size: int = Field(default=24, gt=0, description="llm arm: candidates offered to the model per call")
     control_share: float = Field(default=0.2, ge=0, lt=1)
     batch_size: int = Field(default=4, gt=0, description="lab experiments per iteration")
     n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")
@@ -194,6 +198,8 @@ class PlannerSpec(_Spec):
     def _control_share_needs_control(self) -> PlannerSpec:
         if self.control is None and self.control_share > 0:
             raise ValueError("control_share > 0 needs a control arm; set control = 'random' or control_share = 0")
+        if self.control == self.main:
+            raise ValueError(f"the control arm must differ from the main arm (both are {self.main!r})")
         return self
 
 
@@ -245,9 +251,15 @@ class CampaignSpec(_Spec):
         return candidate if candidate.is_absolute() else (Path(self.base_dir) / candidate).resolve()
 
     def with_overrides(
-        self, *, seed: int | None = None, lab_budget: int | None = None, lab_url: str | None = None
+        self,
+        *,
+        seed: int | None = None,
+        lab_budget: int | None = None,
+        lab_url: str | None = None,
+        planner: str | None = None,
+        model: str | None = None,
     ) -> CampaignSpec:
-        """A copy with the CLI's --seed / --lab-budget / --lab-url applied.
+        """A copy with the CLI's --seed / --lab-budget / --lab-url / --planner / --model applied.
 
         A lab URL replaces the lab's driver with the HTTP driver; the ground truth then lives on the server.
         """
@@ -256,6 +268,12 @@ class CampaignSpec(_Spec):
             data["campaign"]["seed"] = seed
         if lab_budget is not None:
             data["budget"]["lab_experiments"] = lab_budget
+        if planner is not None:
+            data["planner"]["main"] = planner
+            if data["planner"]["control"] == planner:
+                data["planner"]["control"] = "random" if planner == "bo" else "bo"
+        if model is not None:
+            data["planner"]["model"] = model
         if lab_url is not None:
             data["lab"].update(driver="http", oracle_column=None, oracle=None,
                                parameters={"base_url": lab_url, "retries": 30, "backoff_s": 0.2})

@@ -37,7 +37,7 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         # Hyperparameters move slowly: keep them, and let the planner condition the GP on all the data.
         hyperparameters = fitted[-1]["hyperparameters"]
         model = fitted[-1]["model"].replace("refit", "kept")
-    elif ctx.spec.planner.main == "bo" and n_train >= 2:
+    elif {"bo", "llm"} & set(ctx.arms) and n_train >= 2:
         X = ctx.pool.features[[ctx.pool.index[r[0]] for r in history.results]]
         y = np.asarray([r[3] for r in history.results], dtype=float)
         kernel = choose_kernel(ctx.spec.campaign.kind, ctx.spec.planner.kernel)

@@ -8,6 +8,7 @@ import numpy as np
 from ..context import CampaignContext
 from ..events import Proposed, Rejected, SurrogateUpdated
 from ..history import lab_history, pending_retries
+from ..llm_calls import LedgerLLMRecorder
 from ..planners import PlanningContext
 from ..state import CampaignState
 
@@ -76,6 +77,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
             pending=pending,
             surrogate_state=surrogate_state,
             seed=ctx.seed,
+            recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration),
         )
         for proposal in ctx.planners[arm].propose(context, n_wanted):
             cid = proposal.candidate.id
@@ -89,6 +91,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                 rationale=proposal.rationale,
                 expected=proposal.expected,
                 acquisition=proposal.acquisition,
+                is_fallback=proposal.is_fallback,
             )
             items.append((payload, f"it{iteration}:proposed:{arm}:{cid}"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="planner")

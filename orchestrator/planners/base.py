@@ -32,6 +32,8 @@ class PlanningContext:
     pending: np.ndarray
     surrogate_state: dict[str, Any] | None
     seed: int
+    recorder: Any = None
+    """Where the llm arm looks up and records its model calls (``LLMCallRecorder``); None keeps them in memory."""
 
 
 @runtime_checkable

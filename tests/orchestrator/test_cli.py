@@ -112,3 +112,15 @@ def test_simulate_materials_and_bad_input():
     assert bad.exit_code == 2 and "'C1CC'" in bad.output
     unknown = invoke("simulate", "--kind", "material", "--ladder", "molecule", "NaCl")
     assert unknown.exit_code == 2 and "for molecules" in unknown.output
+
+
+def test_approval_gate_from_the_cli(tmp_path):
+    spec = tmp_path / "gated.toml"
+    text = FREESOLV_SPEC.read_text().replace('policy = "auto"', 'policy = "interrupt"')
+    spec.write_text(text.replace('pool = "data/', f'pool = "{FREESOLV_SPEC.parent}/data/'))
+    db = tmp_path / "gate.db"
+    waiting = json.loads(invoke("run", spec, "--db", db, "--lab-budget", 4, "--json", "--campaign-id", "g").stdout)
+    assert waiting["status"] == "awaiting_approval" and waiting["n_lab"] == 0
+    assert len(waiting["approval"]["job_keys"]) == 4
+    done = json.loads(invoke("run", "--resume", "g", "--db", db, "--yes", "--json").stdout)
+    assert done["status"] == "stopped" and done["n_lab"] == 4
