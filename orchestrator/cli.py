@@ -398,5 +398,27 @@ def ledger_verify(
         raise typer.Exit(1)
 
 
+@app.command()
+def replay(
+    campaign_id: Annotated[str, typer.Argument(help="campaign to replay")],
+    db: DbOption = "closedloop.db",
+    as_json: Annotated[bool, typer.Option("--json", help="print {identical, n_events, differences}")] = False,
+) -> None:
+    """Exact replay: fold every event into a fresh database and prove the projections equal; exit 1 if not."""
+    from .ledger import verify
+
+    ledger = _open_existing(db)
+    if not ledger.events(campaign_id):
+        _fail(f"campaign {campaign_id!r} has no events in {db}; campaigns there: {ledger.campaign_ids_with_events()}")
+    report = verify(ledger, campaign_id)
+    if as_json:
+        _emit_json({"identical": report.is_identical, "n_events": report.n_events, "differences": report.differences})
+    else:
+        verdict = "[green]identical[/]" if report.is_identical else f"[red]{len(report.differences)} difference(s)[/]"
+        out.print(f"{campaign_id}: replayed {report.n_events} events into a fresh database: {verdict}")
+    if not report.is_identical:
+        raise typer.Exit(1)
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -124,3 +124,10 @@ def test_approval_gate_from_the_cli(tmp_path):
     assert len(waiting["approval"]["job_keys"]) == 4
     done = json.loads(invoke("run", "--resume", "g", "--db", db, "--yes", "--json").stdout)
     assert done["status"] == "stopped" and done["n_lab"] == 4
+
+
+def test_exact_replay_json(ran):
+    db, summary = ran
+    report = json.loads(invoke("replay", summary["campaign_id"], "--db", db, "--json").stdout)
+    assert report["identical"] is True and report["differences"] == []
+    assert report["n_events"] == len(json.loads(invoke("show", summary["campaign_id"], "--db", db, "--json").stdout))
