@@ -296,10 +296,8 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="print the events as a JSON list")] = False,
 ) -> None:
     """Print a campaign's event timeline."""
-    ledger = _open_existing(db)
+    ledger = _ledger_with(db, campaign_id)
     events = ledger.events(campaign_id)
-    if not events:
-        _fail(f"campaign {campaign_id!r} has no events in {db}; campaigns there: {ledger.campaign_ids_with_events()}")
     if as_json:
         _emit_json([{"seq": e.seq, "type": e.type, "schema_version": e.schema_version, "actor": e.actor,
                      "at": e.at.isoformat(), "payload": e.payload} for e in events])
@@ -359,6 +357,14 @@ def list_campaigns(
     out.print(table)
 
 
+def _ledger_with(db: str, campaign_id: str):
+    """The ledger at ``db``, which must hold ``campaign_id``."""
+    ledger = _open_existing(db)
+    if not ledger.events(campaign_id):
+        _fail(f"campaign {campaign_id!r} has no events in {db}; campaigns there: {ledger.campaign_ids_with_events()}")
+    return ledger
+
+
 def _open_existing(db: str):
     from .ledger import Ledger, LedgerError
 
@@ -380,10 +386,8 @@ def ledger_verify(
     """Rebuild the projections from the events and compare; exit 1 if they differ."""
     from .ledger import verify
 
-    ledger = _open_existing(db)
+    ledger = _ledger_with(db, campaign_id) if campaign_id else _open_existing(db)
     ids = [campaign_id] if campaign_id else ledger.campaign_ids_with_events()
-    if campaign_id and not ledger.events(campaign_id):
-        _fail(f"campaign {campaign_id!r} has no events in {db}; campaigns there: {ledger.campaign_ids_with_events()}")
     reports = [verify(ledger, cid) for cid in ids]
     if as_json:
         _emit_json([{"campaign_id": r.campaign_id, "identical": r.is_identical, "n_events": r.n_events,
@@ -407,9 +411,7 @@ def replay(
     """Exact replay: fold every event into a fresh database and prove the projections equal; exit 1 if not."""
     from .ledger import verify
 
-    ledger = _open_existing(db)
-    if not ledger.events(campaign_id):
-        _fail(f"campaign {campaign_id!r} has no events in {db}; campaigns there: {ledger.campaign_ids_with_events()}")
+    ledger = _ledger_with(db, campaign_id)
     report = verify(ledger, campaign_id)
     if as_json:
         _emit_json({"identical": report.is_identical, "n_events": report.n_events, "differences": report.differences})
