@@ -48,4 +48,5 @@ def make_job(ctx, key: str):
 
     candidate_id, _ = parse_job_key(ctx.campaign_id, key)
     candidate = ctx.pool.get(candidate_id)
-    return LabJob(job_key=key, candidate=candidate, parameters=job_parameters(candidate, ctx.spec.lab.ttl_s))
+    steps = {"steps": tuple(ctx.spec.lab.steps)} if ctx.spec.lab.steps else {}
+    return LabJob(job_key=key, candidate=candidate, parameters=job_parameters(candidate, ctx.spec.lab.ttl_s), **steps)

@@ -152,6 +152,7 @@ class LabSpec(_Spec):
     oracle: dict[str, float] | None = Field(default=None, description="inline ground truth, raw input -> value")
     noise_sd: float = Field(default=0.0, ge=0, description="measurement noise, objective unit")
     parameters: dict[str, Any] = Field(default_factory=dict, description="driver keyword arguments")
+    steps: list[str] | None = Field(default=None, description="the stations each job visits, in order; default: the driver's")
     wait: Literal["any", "all"] = Field(
         default="any", description="'any': refill the lab as each job finishes (pending-aware); 'all': whole batches")
     max_pending: int | None = Field(

@@ -27,6 +27,21 @@ EXPECTED_TEXT = {
         "main arm",  # the main arm against the control
         "projections ok",  # `closedloop ledger verify`
     ],
+    "02_plug_in_a_driver.ipynb": [
+        "is outside the plate reader envelope 200..1000 nm",  # the driver's envelope refused a job at submit
+        "instrument driver 'plate_reader' is not registered",  # before registration: a clear SetupError
+        "registered drivers: http, plate_reader, simlab",  # the throwaway distribution's entry point was found
+        "load_driver('plate_reader') built PlateReaderDriver",
+        "test_fault_surfaces_as_a_failed_result",  # the contract table lists the fault test (faulty_driver_factory)
+        "campaign finished: lab budget used: 10 of 10 experiments",  # the campaign ran to the SMOKE_TEST budget
+        "plate_reader 0.1.0",  # the summary names the plugged-in driver
+        "registered drivers after clean-up: http, simlab",
+    ],
+}
+# Regular expressions some output must match (for numbers that may legitimately change).
+EXPECTED_PATTERNS = {
+    # every contract test passed, none failed or was skipped (the count grows with DriverContract)
+    "02_plug_in_a_driver.ipynb": [r"contract: [1-9]\d* passed, 0 failed, 0 skipped \(pytest exit code 0\)"],
 }
 
 
@@ -71,5 +86,7 @@ def test_notebook_runs(path: Path):
     assert f"{_PREFIX_MARK}{sys.prefix}" in text, "the notebook kernel did not run in this interpreter"
     for expected in EXPECTED_TEXT.get(path.name, []):
         assert expected in text, f"{path.name}: no output contains {expected!r}"
+    for pattern in EXPECTED_PATTERNS.get(path.name, []):
+        assert re.search(pattern, text), f"{path.name}: no output matches {pattern!r}"
     if path.name in EXPECTED_TEXT:
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name}: no figure was produced"
