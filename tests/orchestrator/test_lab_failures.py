@@ -165,3 +165,15 @@ def test_out_of_envelope_jobs_are_rejected_before_the_driver(tmp_path):
     dispatched = {e.payload["candidate_id"] for e in events if e.type == "Dispatched"}
     assert not dispatched & {r["candidate_id"] for r in rejected}, "nothing out of envelope reaches the driver"
     assert summary["n_lab"] == 12 and report.is_identical
+
+
+def test_a_four_station_protocol_from_the_spec(tmp_path):
+    stations = {"synthesis": 2, "workup": 1, "purification": 1, "characterisation": 1}
+    spec = small_spec(lab_experiments=8, lab__parameters={"stations": stations, "durations_s": {
+        "purification": [9000.0, 0.2]}}, lab__steps=["synthesis", "workup", "purification", "characterisation"])
+    campaign = Campaign.start(spec, db=tmp_path / "four.db", campaign_id="four")
+    summary = campaign.run()
+    assert campaign.ctx.max_pending == 5  # the lab's parallel capacity
+    stations_used = {row[1] for row in campaign.ctx.driver.metrics().gantt}
+    campaign.close()
+    assert "purification" in stations_used and summary["n_lab"] == 8
