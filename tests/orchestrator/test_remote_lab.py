@@ -119,3 +119,22 @@ def test_campaign_survives_a_killed_lab_server(lab_server, tmp_path):
         assert journal.count_events("completed", job_key=key) <= 1, key
     assert journal.count_states().get("accepted", 0) == 0
     assert journal.count_events("resubmitted") >= 1, "the restarted server picked up jobs that were in flight"
+
+
+def test_the_lab_token_never_reaches_the_ledger_or_the_logs(tmp_path, monkeypatch, caplog):
+    import logging
+
+    secret = "tok-PLANTED-5ecr3t-0000"
+    port = _free_port()
+    process = _start_server(port, tmp_path / "j", token=secret)
+    monkeypatch.setenv("CLOSEDLOOP_LAB_TOKEN", secret)
+    caplog.set_level(logging.DEBUG)
+    try:
+        spec = small_spec(lab_experiments=4).with_overrides(lab_url=f"http://127.0.0.1:{port}")
+        with Campaign.start(spec, db=tmp_path / "s.db", campaign_id="secret") as campaign:
+            assert campaign.run()["n_lab"] == 4
+    finally:
+        _stop(process)
+    for path in tmp_path.glob("s.db*"):
+        assert secret.encode() not in path.read_bytes(), path
+    assert secret not in caplog.text
