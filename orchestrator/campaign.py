@@ -138,6 +138,10 @@ class Campaign:
             if self.pending_interrupt is not None:
                 return self.summary()
             graph_input = None
+        elif snapshot.values:
+            # A kill between a node's saved writes and the next checkpoint leaves no task "next" in the snapshot;
+            # streaming from the checkpoint applies those pending writes and carries on from there.
+            graph_input = None
         else:
             graph_input = {"campaign_id": self.campaign_id, "iteration": 0, "is_done": False}
         n_steps = 0

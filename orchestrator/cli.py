@@ -402,6 +402,49 @@ def ledger_verify(
         raise typer.Exit(1)
 
 
+@ledger_app.command("export")
+def ledger_export(
+    campaign_id: Annotated[str, typer.Argument(help="campaign to export")],
+    db: DbOption = "closedloop.db",
+    out_path: Annotated[Path, typer.Option("--out", help="JSONL file to write")] = Path("campaign.jsonl"),
+) -> None:
+    """Write a campaign's events as JSONL, one schema-versioned event per line."""
+    from .ledger import export_jsonl
+
+    n = export_jsonl(_ledger_with(db, campaign_id), campaign_id, out_path)
+    out.print(f"{campaign_id}: {n} events written to {out_path}")
+
+
+@ledger_app.command("import")
+def ledger_import(
+    path: Annotated[Path, typer.Argument(help="JSONL file from `closedloop ledger export`")],
+    db: DbOption = "closedloop.db",
+) -> None:
+    """Read an exported campaign into a ledger; a bad file is refused with its line number, and nothing is imported."""
+    from .ledger import Ledger, LedgerError, LedgerImportError, import_jsonl
+
+    if not path.is_file():
+        _fail(f"no file {path}; give the JSONL written by `closedloop ledger export`")
+    try:
+        report = import_jsonl(path, Ledger.open(db))
+    except (LedgerImportError, LedgerError) as exc:
+        _fail(str(exc))
+    out.print(f"{report.campaign_id}: {report.n_added} events added, {report.n_present} already present")
+
+
+@app.command()
+def report(
+    campaign_id: Annotated[str, typer.Argument(help="campaign to report on")],
+    db: DbOption = "closedloop.db",
+    out_dir: Annotated[Path, typer.Option("--out", help="directory for index.html and the PNG plots")] = Path("report"),
+) -> None:
+    """Write an HTML report with plots: best so far, the ladder funnel, the lab Gantt, rewards over steps."""
+    from .report import write_report
+
+    index = write_report(_ledger_with(db, campaign_id), campaign_id, out_dir)
+    out.print(f"report written to {index}")
+
+
 @app.command()
 def replay(
     campaign_id: Annotated[str, typer.Argument(help="campaign to replay")],

@@ -232,6 +232,7 @@ class LLMCall(EventPayload):
     n_prompt_tokens: int | None = None
     n_completion_tokens: int | None = None
     latency_s: float | None = Field(default=None, description="wall-clock seconds of the call")
+    error: str | None = Field(default=None, description="why the call failed, credentials scrubbed")
 
 
 class CampaignStopped(EventPayload):

@@ -27,7 +27,8 @@ class LedgerLLMRecorder:
 
     def record(self, key: str, call: dict[str, Any]) -> None:
         fields = {name: call.get(name) for name in
-                  ("model", "parameters", "messages", "response", "n_prompt_tokens", "n_completion_tokens", "latency_s")}
+                  ("model", "parameters", "messages", "response", "n_prompt_tokens", "n_completion_tokens", "latency_s",
+                   "error")}
         fields["parameters"] = fields["parameters"] or {}
         self.ledger.append(self.campaign_id, LLMCall(iteration=self.iteration, key=key, **fields),
                            key=f"llm-call:{key}", actor=f"llm:{fields['model']}")

@@ -1,5 +1,6 @@
 """The append-only campaign ledger (SQLModel; SQLite by default, any SQLAlchemy URL otherwise)."""
 
+from .jsonl import ImportReport, LedgerImportError, export_jsonl, import_jsonl
 from .store import Ledger, LedgerConflict, LedgerError, database_url
 from .tables import CampaignRow, CandidateRow, EventRow, LabJobRow, ObservationRow, ScoreRow
 from .verify import VerifyReport, rebuild_projections, verify
@@ -8,14 +9,18 @@ __all__ = [
     "CampaignRow",
     "CandidateRow",
     "EventRow",
+    "ImportReport",
     "LabJobRow",
     "Ledger",
     "LedgerConflict",
     "LedgerError",
+    "LedgerImportError",
     "ObservationRow",
     "ScoreRow",
     "VerifyReport",
     "database_url",
+    "export_jsonl",
+    "import_jsonl",
     "rebuild_projections",
     "verify",
 ]

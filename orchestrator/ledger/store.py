@@ -107,24 +107,36 @@ class Ledger:
         return self.append_many(campaign_id, [(payload, key)], actor=actor)[0]
 
     def append_many(
-        self, campaign_id: str, items: Sequence[tuple[EventPayload, str]], *, actor: str = "orchestrator"
+        self,
+        campaign_id: str,
+        items: Sequence[tuple[EventPayload, str] | tuple[EventPayload, str, str, datetime]],
+        *,
+        actor: str = "orchestrator",
     ) -> list[Event]:
-        """Append several events in one transaction, projections included. All or nothing."""
+        """Append several events in one transaction, projections included. All or nothing.
+
+        An item is ``(payload, key)``, recorded with ``actor`` and the current time, or ``(payload, key, actor, at)``,
+        which keeps an envelope recorded elsewhere (a JSONL import).
+        """
         out: list[Event] = []
         with Session(self.engine) as session:
             next_seq = (
                 session.exec(select(func.max(EventRow.seq)).where(EventRow.campaign_id == campaign_id)).one() or 0
             ) + 1
-            for payload, key in items:
+            for payload, key, *envelope in items:
+                item_actor, item_at = envelope if envelope else (actor, datetime.now(UTC))
                 full_key = f"{campaign_id}:{key}"
                 text = _canonical(payload)
                 existing = session.exec(select(EventRow).where(EventRow.idempotency_key == full_key)).first()
                 if existing is not None:
                     if existing.type != payload.type or existing.payload != text:
+                        stored, new = json.loads(existing.payload), json.loads(text)
+                        differing = {k: (stored.get(k), new.get(k)) for k in sorted(set(stored) | set(new))
+                                     if stored.get(k) != new.get(k)}
                         raise LedgerConflict(
                             f"idempotency key {full_key!r} already holds a different {existing.type} event "
                             f"(seq {existing.seq}); the step that wrote it is not deterministic. "
-                            f"stored={existing.payload[:200]} new={text[:200]}"
+                            f"Differing fields (stored, new): {differing}"
                         )
                     out.append(_to_event(existing))
                     continue
@@ -135,8 +147,8 @@ class Ledger:
                     schema_version=payload.schema_version,
                     payload=text,
                     idempotency_key=full_key,
-                    actor=actor,
-                    at=datetime.now(UTC),
+                    actor=item_actor,
+                    at=item_at,
                 )
                 session.add(row)
                 session.flush()

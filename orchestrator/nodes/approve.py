@@ -10,7 +10,6 @@ from langgraph.types import interrupt
 
 from ..context import CampaignContext
 from ..events import ApprovalRequested, Approved, FailureHandled, Rejected
-from ..history import pending_retries
 from ..jobs import job_key, parse_job_key
 from ..pool import describe
 from ..state import CampaignState
@@ -53,7 +52,9 @@ def approve(state: CampaignState, ctx: CampaignContext) -> CampaignState:
 
 def _record_denials(ctx: CampaignContext, iteration: int, denied: list[str], approved_by: str) -> list:
     """A denied candidate is rejected for good; a denied retry ends that candidate's retries."""
-    retries = {r.retry_key: r for r in pending_retries(ctx)}
+    # every retry ever decided (not only pending ones), so a re-run after the denial was recorded sees the same
+    retries = {e.payload["retry_key"]: e.typed() for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])
+               if e.payload["action"] == "retry"}
     items = []
     for key in denied:
         candidate_id, attempt = parse_job_key(ctx.campaign_id, key)

@@ -35,7 +35,10 @@ def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         return {}
     arms = _arms(ctx)
     not_before = {r.retry_key: r.not_before_s or 0.0 for r in pending_retries(ctx)}
+    done = {e.payload["job_key"] for e in ctx.ledger.events(ctx.campaign_id, types=[Dispatched.type])}
     for key in keys:
+        if key in done:  # dispatched before a crash; the lab replay has resubmitted it already
+            continue
         job = make_job(ctx, key)
         candidate_id, _ = parse_job_key(ctx.campaign_id, key)
         violations = envelope_violations(ctx, job)

@@ -79,7 +79,10 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
             seed=ctx.seed,
             recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration),
         )
-        for proposal in ctx.planners[arm].propose(context, n_wanted):
+        planner = ctx.planners[arm]
+        if hasattr(planner, "recorder"):  # the llm arm records (and on a re-run, replays) its calls in the ledger
+            planner.recorder = context.recorder
+        for proposal in planner.propose(context, n_wanted):
             cid = proposal.candidate.id
             proposed_ids.append(cid)
             payload = Proposed(

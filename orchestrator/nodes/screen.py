@@ -60,8 +60,10 @@ class _Ladder:
         budget = self.ctx.spec.budget
         if budget.compute_seconds is None:
             return None
+        # Only earlier iterations count: a re-run of this node after a crash must see what the first run saw.
         spent = sum(e.payload["observation"].get("cost_s", 0.0)
-                    for e in self.ctx.ledger.events(self.ctx.campaign_id, types=[Simulated.type]))
+                    for e in self.ctx.ledger.events(self.ctx.campaign_id, types=[Simulated.type])
+                    if e.payload["iteration"] < self.iteration)
         history = lab_history(self.ctx)
         remaining_lab = max(budget.lab_experiments - history.n_dispatched, 1)
         share = min(1.0, sum(self.slots.values()) / remaining_lab)

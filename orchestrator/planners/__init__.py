@@ -1,4 +1,5 @@
-"""Planner arms: ``bo`` (pyro-ppl GP + batch log-EI) and ``random`` (the control)."""
+"""Planner arms: ``llm`` (a tool-using agent on any chat model), ``bo`` (pyro-ppl GP + batch log-EI) and
+``random`` (the control)."""
 
 from .base import Planner, PlanningContext
 from .bo import BOPlanner, choose_kernel, fit_surrogate_state
@@ -19,6 +20,7 @@ def make_planner(name: str, spec=None) -> Planner:
             model=options.model if options else None,
             max_repair_rounds=options.max_repair_rounds if options else 2,
             shortlist_size=options.shortlist_size if options else 24,
+            seed=spec.campaign.seed if spec is not None else 0,
         )
     planners = {"bo": BOPlanner, "random": RandomPlanner}
     if name not in planners:

@@ -21,7 +21,7 @@ def invoke(*args):
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
     db = tmp_path_factory.mktemp("cli") / "cli.db"
-    result = invoke("run", FREESOLV_SPEC, "--db", db, "--seed", 3, "--lab-budget", 6, "--json")
+    result = invoke("run", FREESOLV_SPEC, "--db", db, "--seed", 3, "--lab-budget", 6, "--planner", "bo", "--json")
     assert result.exit_code == 0, result.output
     return db, json.loads(result.stdout)
 
@@ -69,7 +69,7 @@ def test_ledger_verify_exit_codes(ran, tmp_path):
 def test_interrupted_run_resumes_from_the_cli(tmp_path):
     db = tmp_path / "r.db"
     first = invoke("run", FREESOLV_SPEC, "--db", db, "--lab-budget", 8, "--max-steps", 7, "--json",
-                   "--campaign-id", "cli-resume")
+                   "--campaign-id", "cli-resume", "--planner", "bo")
     assert json.loads(first.stdout)["status"] == "running"
     second = invoke("run", "--resume", "cli-resume", "--db", db, "--json")
     assert second.exit_code == 0
@@ -119,7 +119,8 @@ def test_approval_gate_from_the_cli(tmp_path):
     text = FREESOLV_SPEC.read_text().replace('policy = "auto"', 'policy = "interrupt"')
     spec.write_text(text.replace('pool = "data/', f'pool = "{FREESOLV_SPEC.parent}/data/'))
     db = tmp_path / "gate.db"
-    waiting = json.loads(invoke("run", spec, "--db", db, "--lab-budget", 4, "--json", "--campaign-id", "g").stdout)
+    waiting = json.loads(invoke("run", spec, "--db", db, "--lab-budget", 4, "--json", "--campaign-id", "g",
+                                "--planner", "bo").stdout)
     assert waiting["status"] == "awaiting_approval" and waiting["n_lab"] == 0
     assert len(waiting["approval"]["job_keys"]) == 4
     done = json.loads(invoke("run", "--resume", "g", "--db", db, "--yes", "--json").stdout)
@@ -131,3 +132,21 @@ def test_exact_replay_json(ran):
     report = json.loads(invoke("replay", summary["campaign_id"], "--db", db, "--json").stdout)
     assert report["identical"] is True and report["differences"] == []
     assert report["n_events"] == len(json.loads(invoke("show", summary["campaign_id"], "--db", db, "--json").stdout))
+
+
+def test_export_import_report(ran, tmp_path):
+    db, summary = ran
+    cid = summary["campaign_id"]
+    out_file = tmp_path / "c.jsonl"
+    assert invoke("ledger", "export", cid, "--db", db, "--out", out_file).exit_code == 0
+    other = tmp_path / "other.db"
+    assert invoke("ledger", "import", out_file, "--db", other).exit_code == 0
+    assert json.loads(invoke("replay", cid, "--db", other, "--json").stdout)["identical"] is True
+    lines = out_file.read_text().splitlines()
+    lines[5] = lines[5][:-10]
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(lines) + "\n")
+    result = invoke("ledger", "import", broken, "--db", tmp_path / "third.db")
+    assert result.exit_code == 2 and "line 6" in result.output
+    assert invoke("report", cid, "--db", db, "--out", tmp_path / "rep").exit_code == 0
+    assert (tmp_path / "rep" / "index.html").is_file()

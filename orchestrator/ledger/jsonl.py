@@ -1,0 +1,353 @@
+"""Move a campaign's ledger between machines as JSON Lines: one event per line, schema-versioned.
+
+File format (``closedloop.ledger``, format version ``JSONL_SCHEMA_VERSION``), UTF-8, every line ends with ``\\n``:
+
+- line 1, the header: ``{"format": "closedloop.ledger", "schema_version": 1, "kind": "header", "campaign_id": ...,
+  "n_events": N, "exported_at": ..., "source": ...}``. ``n_events`` lets an import notice a file cut at a line end.
+- lines 2..N+1, one event each, in seq order: ``{"format", "schema_version", "campaign_id", "seq", "type",
+  "event_schema_version", "payload", "idempotency_key", "actor", "at"}``. ``payload`` is the stored payload as a JSON
+  object, ``idempotency_key`` the stored (campaign-scoped) key and ``at`` the ISO 8601 UTC time of the original append.
+
+An import validates the whole file before it writes anything, then appends every event in one transaction through
+``Ledger.append_many`` with the original idempotency keys, so importing the same file twice changes nothing.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from orchestrator.events import CampaignStarted
+    >>> source = Ledger.open(":memory:")
+    >>> _ = source.append("c1", CampaignStarted(name="demo", seed=0, spec={}), key="started")
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "c1.jsonl"
+    >>> export_jsonl(source, "c1", path)
+    1
+    >>> target = Ledger.open(":memory:")
+    >>> report = import_jsonl(path, target)
+    >>> (report.campaign_id, report.n_added), import_jsonl(path, target).n_added
+    (('c1', 1), 0)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from ..events import EVENT_TYPES, EventPayload, parse_payload
+from .errors import LedgerError
+from .store import Ledger
+
+__all__ = [
+    "JSONL_FORMAT",
+    "JSONL_SCHEMA_VERSION",
+    "ImportReport",
+    "LedgerImportError",
+    "export_jsonl",
+    "import_jsonl",
+]
+
+JSONL_FORMAT = "closedloop.ledger"
+JSONL_SCHEMA_VERSION = 1
+"""Version of the line layout (header and envelope fields). Event payloads carry their own ``event_schema_version``."""
+
+_EVENT_FIELDS = ("campaign_id", "seq", "type", "event_schema_version", "payload", "idempotency_key", "actor", "at")
+
+
+class LedgerImportError(LedgerError):
+    """A JSONL ledger file cannot be imported. Nothing was written.
+
+    ``line_number`` is 1-based (line 1 is the header); 0 means the file as a whole.
+    """
+
+    def __init__(self, line_number: int, message: str, *, path: str | Path | None = None):
+        self.line_number = line_number
+        self.message = message
+        self.path = None if path is None else str(path)
+        where = f"line {line_number}" if line_number else "file"
+        super().__init__(f"{self.path}: {where}: {message}" if self.path else f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What an import did: ``n_events`` in the file, of which ``n_added`` were new and ``n_present`` already stored."""
+
+    campaign_id: str
+    path: str
+    n_events: int
+    n_added: int
+    n_present: int
+
+    @property
+    def is_noop(self) -> bool:
+        return self.n_added == 0
+
+
+@dataclass(frozen=True)
+class _Record:
+    line_number: int
+    seq: int
+    type: str
+    payload: EventPayload
+    key: str
+    """idempotency key without the ``"{campaign_id}:"`` prefix (what ``append_many`` takes)"""
+    actor: str
+    at: datetime
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _safe_url(ledger: Ledger) -> str:
+    return make_url(ledger.url).render_as_string(hide_password=True)
+
+
+def _canonical(payload: EventPayload | dict[str, Any]) -> str:
+    data = payload.model_dump(mode="json") if isinstance(payload, EventPayload) else payload
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------------------------------- export
+def export_jsonl(ledger: Ledger, campaign_id: str, path: str | Path) -> int:
+    """Write a campaign's events to ``path`` (header line, then one event a line in seq order).
+
+    The file is written to a temporary name and renamed, so a crash never leaves a truncated export behind.
+
+    Returns:
+        The number of events written (the header is not counted).
+    """
+    events = ledger.events(campaign_id)
+    if not events:
+        known = ledger.campaign_ids_with_events()
+        raise LedgerError(f"campaign {campaign_id!r} has no events in {_safe_url(ledger)}; campaigns there: {known}")
+    target = Path(path)
+    if not target.parent.exists():
+        raise LedgerError(f"directory {target.parent} does not exist; create it or pick another output path")
+    header = {
+        "format": JSONL_FORMAT,
+        "schema_version": JSONL_SCHEMA_VERSION,
+        "kind": "header",
+        "campaign_id": campaign_id,
+        "n_events": len(events),
+        "exported_at": datetime.now(UTC).isoformat(),
+        "source": _safe_url(ledger),
+    }
+    lines = [json.dumps(header, sort_keys=True)]
+    for event in events:
+        lines.append(json.dumps({
+            "format": JSONL_FORMAT,
+            "schema_version": JSONL_SCHEMA_VERSION,
+            "campaign_id": event.campaign_id,
+            "seq": event.seq,
+            "type": event.type,
+            "event_schema_version": event.schema_version,
+            "payload": event.payload,
+            "idempotency_key": event.idempotency_key,
+            "actor": event.actor,
+            "at": _utc(event.at).isoformat(),
+        }, sort_keys=True, ensure_ascii=False))
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write("\n".join(lines) + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(events)
+
+
+# ----------------------------------------------------------------------------------------------------- import
+def _read_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of the non-blank lines; refuses a file whose last line is not newline-terminated."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise LedgerImportError(0, "no such file; give the path of a file written by `closedloop ledger export`",
+                                path=path) from exc
+    if not raw.strip():
+        raise LedgerImportError(0, "the file is empty; export the campaign again", path=path)
+    chunks = raw.split(b"\n")
+    if chunks[-1].strip():
+        raise LedgerImportError(
+            len(chunks), "the last line does not end with a newline, so the file was cut short (an interrupted copy "
+            "or download); copy or export it again", path=path)
+    lines = []
+    for number, chunk in enumerate(chunks[:-1], start=1):
+        try:
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise LedgerImportError(number, f"is not valid UTF-8 ({exc.reason}); the file is corrupt, export it "
+                                            "again", path=path) from exc
+        if text.strip():
+            lines.append((number, text))
+    return lines
+
+
+def _load_json(number: int, text: str, path: Path, *, is_last: bool) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = ("the line is cut short, so the file was truncated; copy or export it again" if is_last
+                else "the line is corrupt; restore the file from the original export")
+        raise LedgerImportError(number, f"is not valid JSON ({exc.msg} at column {exc.colno}); {hint}",
+                                path=path) from exc
+    if not isinstance(data, dict):
+        raise LedgerImportError(number, f"holds a JSON {type(data).__name__}, not an object; the file is corrupt",
+                                path=path)
+    return data
+
+
+def _check_format(number: int, data: dict[str, Any], path: Path) -> None:
+    if data.get("format") != JSONL_FORMAT:
+        raise LedgerImportError(number, f"format is {data.get('format')!r}, not {JSONL_FORMAT!r}; this is not a "
+                                        "closedloop ledger export", path=path)
+    version = data.get("schema_version")
+    if version != JSONL_SCHEMA_VERSION:
+        raise LedgerImportError(number, f"schema_version {version!r} is not supported (this closedloop reads "
+                                        f"{JSONL_SCHEMA_VERSION}); import it with the closedloop version that "
+                                        "exported it, or upgrade", path=path)
+
+
+def _parse_header(number: int, data: dict[str, Any], path: Path) -> tuple[str, int]:
+    _check_format(number, data, path)
+    if data.get("kind") != "header":
+        raise LedgerImportError(number, "the first line must be the export header (kind 'header'); the start of "
+                                        "the file is missing, export it again", path=path)
+    campaign_id, n_events = data.get("campaign_id"), data.get("n_events")
+    if not isinstance(campaign_id, str) or not campaign_id:
+        raise LedgerImportError(number, "the header has no campaign_id; the file is corrupt", path=path)
+    if not isinstance(n_events, int) or isinstance(n_events, bool) or n_events < 1:
+        raise LedgerImportError(number, f"the header's n_events {n_events!r} is not a positive whole number; the "
+                                        "file is corrupt", path=path)
+    return campaign_id, n_events
+
+
+def _parse_event(number: int, data: dict[str, Any], path: Path, *, campaign_id: str, expected_seq: int) -> _Record:
+    _check_format(number, data, path)
+    missing = [name for name in _EVENT_FIELDS if name not in data]
+    if missing:
+        raise LedgerImportError(number, f"lacks the field(s) {missing}; the file is corrupt", path=path)
+    if data["campaign_id"] != campaign_id:
+        raise LedgerImportError(number, f"belongs to campaign {data['campaign_id']!r}, but the file holds "
+                                        f"{campaign_id!r}; one file holds one campaign, export each separately",
+                                path=path)
+    seq = data["seq"]
+    if seq != expected_seq:
+        raise LedgerImportError(number, f"has seq {seq!r} where {expected_seq} was expected: lines are missing, "
+                                        "repeated or out of order; restore the file from the original export",
+                                path=path)
+    event_type = data["type"]
+    if event_type not in EVENT_TYPES:
+        raise LedgerImportError(number, f"event type {event_type!r} is unknown to this closedloop (known: "
+                                        f"{sorted(EVENT_TYPES)}); upgrade closedloop to import it", path=path)
+    supported = EVENT_TYPES[event_type].schema_version
+    if data["event_schema_version"] != supported:
+        raise LedgerImportError(number, f"{event_type} has event_schema_version {data['event_schema_version']!r}; "
+                                        f"this closedloop reads version {supported}; use the closedloop version "
+                                        "that exported it", path=path)
+    if not isinstance(data["payload"], dict):
+        raise LedgerImportError(number, "payload is not a JSON object; the file is corrupt", path=path)
+    try:
+        payload = parse_payload(event_type, data["payload"])
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise LedgerImportError(number, f"the {event_type} payload is invalid: {exc}", path=path) from exc
+    prefix = f"{campaign_id}:"
+    key, actor = data["idempotency_key"], data["actor"]
+    if not isinstance(key, str) or not key.startswith(prefix) or key == prefix:
+        raise LedgerImportError(number, f"idempotency_key {key!r} does not start with {prefix!r}; the file is "
+                                        "corrupt", path=path)
+    if not isinstance(actor, str):
+        raise LedgerImportError(number, f"actor {actor!r} is not a string; the file is corrupt", path=path)
+    try:
+        at = _utc(datetime.fromisoformat(data["at"]))
+    except (TypeError, ValueError) as exc:
+        raise LedgerImportError(number, f"at {data['at']!r} is not an ISO 8601 time; the file is corrupt",
+                                path=path) from exc
+    return _Record(number, seq, event_type, payload, key.removeprefix(prefix), actor, at)
+
+
+def _read_jsonl(path: str | Path) -> tuple[str, list[_Record]]:
+    """Validate a whole export file and return its campaign id and records; raise ``LedgerImportError`` otherwise."""
+    file = Path(path)
+    lines = _read_lines(file)
+    number, text = lines[0]
+    campaign_id, n_events = _parse_header(number, _load_json(number, text, file, is_last=len(lines) == 1), file)
+    records: list[_Record] = []
+    seen_keys: dict[str, int] = {}
+    for index, (number, text) in enumerate(lines[1:], start=1):
+        data = _load_json(number, text, file, is_last=index == len(lines) - 1)
+        record = _parse_event(number, data, file, campaign_id=campaign_id, expected_seq=index)
+        if record.key in seen_keys:
+            raise LedgerImportError(number, f"repeats the idempotency key of line {seen_keys[record.key]}; the file "
+                                            "is corrupt", path=file)
+        seen_keys[record.key] = number
+        records.append(record)
+    if records and records[0].type != "CampaignStarted":
+        raise LedgerImportError(records[0].line_number, f"the first event is {records[0].type}, not "
+                                                        "CampaignStarted; the file is corrupt", path=file)
+    if len(records) != n_events:
+        last = lines[-1][0]
+        raise LedgerImportError(last, f"the file holds {len(records)} events but its header announces {n_events}: "
+                                      "the end of the file is missing; copy or export it again", path=file)
+    return campaign_id, records
+
+
+def _check_against_stored(ledger: Ledger, campaign_id: str, records: list[_Record], path: Path) -> int:
+    """How many of the file's events are stored already; raise if the stored campaign is a different one."""
+    stored = ledger.events(campaign_id)
+    for event, record in zip(stored, records, strict=False):
+        same = (
+            event.type == record.type
+            and event.idempotency_key == f"{campaign_id}:{record.key}"
+            and _canonical(event.payload) == _canonical(record.payload)
+        )
+        if not same:
+            raise LedgerImportError(
+                record.line_number,
+                f"campaign {campaign_id!r} already exists in {_safe_url(ledger)} and differs from this file at seq "
+                f"{record.seq} (stored {event.type} {event.idempotency_key!r}, file {record.type} "
+                f"{campaign_id}:{record.key!r}); import it under another campaign id or into another database",
+                path=path,
+            )
+    return min(len(stored), len(records))
+
+
+def _append(ledger: Ledger, campaign_id: str, records: list[_Record]) -> list:
+    """Append the records in one transaction, keeping each event's original actor and ``at``."""
+    return ledger.append_many(campaign_id, [(r.payload, r.key, r.actor, r.at) for r in records])
+
+
+def import_jsonl(path: str | Path, ledger: Ledger, *, campaign_id: str | None = None) -> ImportReport:
+    """Import an exported campaign into ``ledger``: validate every line, then append all events in one transaction.
+
+    Events already stored (same seq, key and payload) are skipped, so re-importing a file, or a longer export of a
+    campaign imported before, only adds what is new. Projections are rebuilt by the same fold as live appends.
+
+    Args:
+        path: a file written by ``export_jsonl``.
+        ledger: where to import.
+        campaign_id: store the campaign under this id instead of the file's. Only the envelope changes: payloads
+            (job keys, for instance) keep the original id as recorded.
+
+    Raises:
+        LedgerImportError: the file is corrupt, truncated, out of order, of an unknown format or event type, or the
+            database holds a different campaign under that id. Nothing is written then.
+    """
+    file = Path(path)
+    file_campaign_id, records = _read_jsonl(file)
+    target_id = campaign_id or file_campaign_id
+    n_present = _check_against_stored(ledger, target_id, records, file)
+    new = records[n_present:]
+    if new:
+        appended = _append(ledger, target_id, new)
+        if [event.seq for event in appended] != [record.seq for record in new]:
+            raise LedgerError(
+                f"imported events of {target_id!r} landed at seqs {appended[0].seq}..{appended[-1].seq} instead of "
+                f"{new[0].seq}..{new[-1].seq}: another writer appended to this campaign during the import"
+            )
+    return ImportReport(target_id, str(file), len(records), len(new), n_present)

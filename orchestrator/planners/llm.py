@@ -1,0 +1,539 @@
+"""The ``llm`` planner arm: a LangGraph agent that asks a chat model for a batch, validates it, repairs it, and
+falls back to the bo arm when the rounds run out.
+
+The graph, per ``propose`` call::
+
+    gather ─▶ [agent ⇄ tools] ─▶ propose ─▶ validate ─▶ finish
+                                              │   ▲
+                                              ▼   │
+                                  fallback ◀─ repair
+
+- ``gather`` calls the tools (constraints, history, predict, similar, simulate) on a **shortlist**: the top
+  ``shortlist_size`` available candidates by the surrogate's expected improvement, or a seeded random sample before
+  the surrogate exists. The results go into the prompt as a DATA block, labelled ``c00``, ``c01``, …
+- ``agent``/``tools`` (only with ``max_tool_steps > 0`` and a model that supports ``bind_tools``): a capped ReAct
+  loop in which the model calls the same tools itself.
+- ``propose`` and ``repair`` make one structured-output call each (``llm_prompt.response_schema``). The embedded
+  model's grammar restricts ``candidate`` to the shortlist ids.
+- ``validate`` applies the campaign's rules (``nodes.validate.validation_error``): parses, in the pool, not tested
+  or pending, no duplicates. Valid picks are kept across rounds; the messages of the rest go into the next repair.
+- ``fallback`` fills what is missing from ``BOPlanner`` and marks those proposals as fallbacks.
+
+Every model call goes through an ``LLMCallRecorder`` under the key ``it{iteration}:llm:{k}`` (k counts the calls of
+this iteration). A recorded call is answered from the record and the model is not called, which is how crash-resume
+and replay work; with every call recorded the model is not even loaded.
+
+This module imports no LangChain or llama.cpp code at import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..domain import InvalidCandidate, Proposal, SetupError
+from .base import PlanningContext
+from .llm_prompt import (
+    MAX_PROMPT_CHARS,
+    SYSTEM_PROMPT,
+    ProposalBatch,
+    fit_to_budget,
+    repair_message,
+    response_schema,
+    task_message,
+)
+from .llm_tools import PlanningTools, SimulateFn, clip, select_shortlist
+
+__all__ = ["InMemoryLLMRecorder", "LLMCallRecorder", "LLMPlanner", "llm_call_key"]
+
+log = logging.getLogger(__name__)
+
+N_SIMILAR = 2  # shortlist entries whose tested neighbours go into the prompt
+K_SIMILAR = 2
+GRAMMAR_TEXT_CHARS = 48  # hypothesis/rationale bound for grammar-constrained local models (bounds latency)
+FREE_TEXT_CHARS = 300
+TOKENS_PER_PROPOSAL = 160  # an upper bound for one grammar-constrained proposal with 48-character texts
+
+
+# --------------------------------------------------------------------------------------------------- recording
+@runtime_checkable
+class LLMCallRecorder(Protocol):
+    """Where model calls are recorded and looked up (the campaign backs it with ``LLMCall`` ledger events).
+
+    ``call`` is JSON-safe: ``model``, ``parameters`` (temperature, seed, max_tokens, base_url; never a key),
+    ``messages`` (``{"role", "content"}`` dicts), ``response`` (the raw text), ``n_prompt_tokens``,
+    ``n_completion_tokens``, ``latency_s``, and ``error`` when the call raised.
+    """
+
+    def lookup(self, key: str) -> dict[str, Any] | None: ...
+
+    def record(self, key: str, call: dict[str, Any]) -> None: ...
+
+
+class InMemoryLLMRecorder:
+    """A recorder in a dict, for tests and notebooks.
+
+    Example:
+        >>> recorder = InMemoryLLMRecorder()
+        >>> recorder.record("it0:llm:0", {"response": "{}"})
+        >>> recorder.lookup("it0:llm:0"), recorder.lookup("it0:llm:1")
+        ({'response': '{}'}, None)
+    """
+
+    def __init__(self) -> None:
+        self.calls: dict[str, dict[str, Any]] = {}
+
+    def lookup(self, key: str) -> dict[str, Any] | None:
+        return self.calls.get(key)
+
+    def record(self, key: str, call: dict[str, Any]) -> None:
+        self.calls[key] = json.loads(json.dumps(call))  # what a ledger would store: JSON, not live objects
+
+
+def llm_call_key(iteration: int, k: int) -> str:
+    """The deterministic key of the k-th model call of an iteration."""
+    return f"it{iteration}:llm:{k}"
+
+
+def _scrub(text: str) -> str:
+    """Remove anything that looks like a credential from an error message before it is recorded or logged."""
+    for name, value in os.environ.items():
+        if value and len(value) >= 6 and name.endswith(("_API_KEY", "_TOKEN", "_SECRET")):
+            text = text.replace(value, "***")
+    return re.sub(r"\b(sk|pk|key)-[A-Za-z0-9_\-]{6,}", r"\1-***", text)
+
+
+# --------------------------------------------------------------------------------------------------- planner
+class LLMPlanner:
+    """Proposes experiments with a chat model, checked by the domain, repaired, and backed by the bo arm.
+
+    Args:
+        model: ``None``/``"embedded"``, a ``.gguf`` path or ``"provider:model[@base_url]"`` (see
+            ``llm_models.load_chat_model``); loaded on the first call that is not answered from the recorder.
+        chat_model: a ready LangChain chat model instead of ``model`` (tests pass scripted fakes).
+        max_repair_rounds: repair calls after the first proposal call.
+        shortlist_size: candidates shown to the model (at least the batch size).
+        recorder: where model calls are recorded and replayed from; default: an in-memory recorder.
+        simulate_fn: the campaign's cheap rungs for the ``simulate`` tool (``{candidate id: {property: value}}``).
+        max_tool_steps: ReAct steps in which a tool-calling model may call the tools itself; 0 puts the tool
+            results in the prompt only.
+        restrict_to_shortlist: make ``candidate`` an enum of shortlist ids in the answer schema; default: True for
+            local GGUF models (their grammar then enforces it), False for provider models.
+        temperature, seed, max_tokens: sampling parameters for a model loaded from ``model``.
+
+    Example:
+        >>> planner = LLMPlanner()  # the embedded model, loaded on first use
+        >>> planner.name, planner.max_repair_rounds
+        ('llm', 2)
+    """
+
+    name = "llm"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        chat_model: Any | None = None,
+        max_repair_rounds: int = 2,
+        shortlist_size: int = 24,
+        recorder: LLMCallRecorder | None = None,
+        simulate_fn: SimulateFn | None = None,
+        max_tool_steps: int = 0,
+        restrict_to_shortlist: bool | None = None,
+        temperature: float = 0.0,
+        seed: int = 0,
+        max_tokens: int = 1024,
+    ):
+        if max_repair_rounds < 0 or shortlist_size < 1 or max_tool_steps < 0:
+            raise SetupError(f"{max_repair_rounds=} and {max_tool_steps=} must be >= 0 and {shortlist_size=} >= 1")
+        self.model = model
+        self.max_repair_rounds = max_repair_rounds
+        self.shortlist_size = shortlist_size
+        self.recorder: LLMCallRecorder = recorder if recorder is not None else InMemoryLLMRecorder()
+        self.simulate_fn = simulate_fn
+        self.max_tool_steps = max_tool_steps
+        self.restrict_to_shortlist = restrict_to_shortlist
+        self.sampling = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens}
+        self._chat_model = chat_model
+        self.last_run: dict[str, Any] = {}
+        """Facts about the last ``propose``: keys, counts of valid/repaired/fallback proposals (for benchmarks)."""
+
+    # ----------------------------------------------------------------------------------------------- model
+    @property
+    def chat_model(self):
+        """The chat model, loaded on first use."""
+        if self._chat_model is None:
+            from .llm_models import load_chat_model
+
+            self._chat_model = load_chat_model(self.model, **self.sampling)
+        return self._chat_model
+
+    def _is_local_gguf(self) -> bool:
+        if self._chat_model is not None:
+            from .llm_models import LlamaCppChatModel
+
+            return isinstance(self._chat_model, LlamaCppChatModel)
+        return self.model is None or self.model.strip() in ("", "embedded") or self.model.strip().lower().endswith(".gguf")
+
+    def _restricts(self) -> bool:
+        return self._is_local_gguf() if self.restrict_to_shortlist is None else self.restrict_to_shortlist
+
+    def _recorded_call(self, key: str, messages: list, invoke) -> dict[str, Any]:
+        """The recorded call under ``key``, or a new call made by ``invoke(messages)`` and recorded."""
+        from .llm_models import call_metadata, message_dicts
+
+        recorded = self.recorder.lookup(key)
+        if recorded is not None:
+            if recorded.get("messages") not in (None, message_dicts(messages)):
+                # Replay still answers from the record; a different prompt means the context or the code changed.
+                log.warning("llm planner: the prompt of recorded call %s differs from the one built now", key)
+            return recorded
+
+        try:
+            text, message, latency = invoke(messages)
+            call = {**call_metadata(self.chat_model, message, latency), "response": text}
+        except SetupError:
+            raise
+        except Exception as exc:  # a failed call is a failed round: recorded, then repaired or replaced by bo
+            error = _scrub(f"{type(exc).__name__}: {clip(exc, 300)}")
+            log.warning("llm planner: model call %s failed: %s", key, error)
+            call = {**call_metadata(self.chat_model, None, 0.0), "response": "", "error": error}
+        call["messages"] = message_dicts(messages)
+        self.recorder.record(key, call)
+        return call
+
+    # ----------------------------------------------------------------------------------------------- propose
+    def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
+        n = min(int(n), len(context.available))
+        if n <= 0:
+            return []
+        run = _Run(self, context, n)
+        graph = run.build_graph()
+        final = graph.invoke({}, {"recursion_limit": 20 + 2 * self.max_tool_steps + 3 * self.max_repair_rounds})
+        self.last_run = run.summary(final)
+        return final["proposals"]
+
+
+# --------------------------------------------------------------------------------------------------- one run
+class _Run:
+    """The graph and its nodes for one ``propose`` call (nodes close over the context and the tools)."""
+
+    def __init__(self, planner: LLMPlanner, context: PlanningContext, n: int):
+        self.planner = planner
+        self.context = context
+        self.n = n
+        self.tools = PlanningTools(context, planner.simulate_fn)
+        self.tested = frozenset(context.pool.ids[int(i)] for i in np.concatenate([context.observed, context.pending]))
+        self.available = {int(i) for i in context.available}
+
+    def build_graph(self):
+        from langgraph.graph import END, START, StateGraph
+
+        graph = StateGraph(_state_schema())
+        graph.add_node("gather", self.gather)
+        graph.add_node("propose", self.propose)
+        graph.add_node("validate", self.validate)
+        graph.add_node("repair", self.repair)
+        graph.add_node("fallback", self.fallback)
+        graph.add_node("finish", self.finish)
+        graph.add_edge(START, "gather")
+        if self.planner.max_tool_steps > 0 and self._supports_tools():
+            from langgraph.prebuilt import ToolNode
+
+            graph.add_node("agent", self.agent)
+            graph.add_node("tools", ToolNode(self.lc_tools))
+            graph.add_edge("gather", "agent")
+            graph.add_conditional_edges("agent", self.after_agent, ["tools", "propose"])
+            graph.add_edge("tools", "agent")
+        else:
+            graph.add_edge("gather", "propose")
+        graph.add_edge("propose", "validate")
+        graph.add_conditional_edges("validate", self.after_validate, ["repair", "fallback", "finish"])
+        graph.add_edge("repair", "validate")
+        graph.add_edge("fallback", "finish")
+        graph.add_edge("finish", END)
+        return graph.compile()
+
+    def _supports_tools(self) -> bool:
+        from langchain_core.language_models.chat_models import BaseChatModel
+
+        model = self.planner.chat_model
+        return type(model).bind_tools is not BaseChatModel.bind_tools and not self.planner._is_local_gguf()
+
+    # ----------------------------------------------------------------------------------------------- gather
+    def gather(self, state: dict) -> dict:
+        """Shortlist the pool and call the tools; their results become the prompt's DATA block."""
+        tools = self.tools
+        size = max(self.planner.shortlist_size, self.n)
+        shortlist, _ = select_shortlist(tools, size)
+        width = max(2, len(str(len(shortlist) - 1)))
+        labels = {f"c{k:0{width}d}": index for k, index in enumerate(shortlist)}
+        tools.set_labels(labels)
+        ids = list(labels)
+
+        constraints = json.loads(tools.constraints())
+        history = json.loads(tools.history())
+        predictions = {row["id"]: row for row in json.loads(tools.predict(ids)).get("predictions", [])}
+        simulated = {row.pop("id"): row for row in json.loads(tools.simulate(ids)).get("simulated", [])}
+        similar, similar_columns = {}, []
+        for label in ids[:N_SIMILAR]:
+            found = json.loads(tools.similar(label, K_SIMILAR)).get("neighbours")
+            if found:
+                similar_columns = list(found[0])
+                similar[label] = [list(row.values()) for row in found]
+
+        value = tools.value_name
+        sim_columns = sorted({key for row in simulated.values() for key in row})
+        columns = ["id", "candidate"] + ([f"pred_{value}", "sd"] if predictions else []) + sim_columns
+        rows = []
+        for label, index in labels.items():
+            row: list[Any] = [label, tools.text(index)]
+            if predictions:
+                row += [predictions[label][f"pred_{value}"], predictions[label]["sd"]]
+            row += [simulated.get(label, {}).get(column) for column in sim_columns]
+            rows.append(row)
+        objective = constraints.pop("objective")  # trusted spec text: it goes into the task, outside DATA
+        data = {
+            "constraints": constraints,
+            "history": history,
+            "shortlist": {"columns": columns, "rows": rows},
+            **({"similar": {"columns": similar_columns, "by_id": similar}} if similar else {}),
+        }
+        system = SYSTEM_PROMPT
+        free_form = not self.planner._restricts()
+        budget = MAX_PROMPT_CHARS - len(system) - len(task_message(self.n, objective, {}, free_form=free_form))
+        data = fit_to_budget(data, budget, min_rows=self.n)
+        visible = [row[0] for row in data["shortlist"]["rows"]]
+        tools.set_labels({label: labels[label] for label in visible})
+        prompt = [{"role": "system", "content": system},
+                  {"role": "user", "content": task_message(self.n, objective, data, free_form=free_form)}]
+        return {"prompt": prompt, "labels": visible, "n_calls": 0, "round": 0, "accepted": [], "errors": [], "steps": 0}
+
+    # ----------------------------------------------------------------------------------------------- calls
+    def _messages(self, state: dict, extra: list[dict] | None = None) -> list:
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+        kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+        messages = [kinds[m["role"]](content=m["content"]) for m in state["prompt"]]
+        transcript = list(state.get("messages") or [])
+        if transcript and getattr(transcript[-1], "tool_calls", None):
+            transcript = transcript[:-1]  # tool calls left unanswered when the step cap was reached
+        messages += transcript
+        messages += [kinds[m["role"]](content=m["content"]) for m in extra or []]
+        return messages
+
+    def _structured_call(self, state: dict, extra: list[dict] | None = None) -> dict:
+        from .llm_models import structured_invoke
+
+        restricted = self.planner._restricts()
+        need = self.n - len(state["accepted"])
+        # Accepted ids leave the grammar's choices; with the per-position enums of response_schema, a
+        # grammar-constrained answer can only name distinct, untested shortlist members.
+        taken = {self.tools.name(a["index"]) for a in state["accepted"]}
+        ids = [label for label in state["labels"] if label not in taken]
+        schema = response_schema(need, ids=ids if restricted else None,
+                                 max_text_chars=GRAMMAR_TEXT_CHARS if self.planner._is_local_gguf() else FREE_TEXT_CHARS)
+        key = llm_call_key(self.context.iteration, state["n_calls"])
+        call = self.planner._recorded_call(key, self._messages(state, extra),
+                                           lambda messages: structured_invoke(self.planner.chat_model, messages, schema,
+                                                                              min_tokens=TOKENS_PER_PROPOSAL * need + 64))
+        return {"response": call.get("response", ""), "call_error": call.get("error"), "n_calls": state["n_calls"] + 1,
+                "keys": [*state.get("keys", []), key]}
+
+    def propose(self, state: dict) -> dict:
+        return self._structured_call(state)
+
+    def repair(self, state: dict) -> dict:
+        accepted = [self.tools.name(a["index"]) for a in state["accepted"]]
+        show_answer = state["response"] and not self.planner._is_local_gguf()  # small models: fewer tokens
+        extra = [{"role": "assistant", "content": clip(state["response"], 1500)}] if show_answer else []
+        extra.append({"role": "user", "content": repair_message(self.n - len(state["accepted"]), state["errors"], accepted)})
+        return {**self._structured_call(state, extra), "round": state["round"] + 1}
+
+    # ----------------------------------------------------------------------------------------------- ReAct
+    @property
+    def lc_tools(self) -> list:
+        if not hasattr(self, "_lc_tools"):
+            self._lc_tools = self.tools.as_langchain_tools()
+        return self._lc_tools
+
+    def agent(self, state: dict) -> dict:
+        """One ReAct step: the model may call tools; its tool calls are recorded like any other call."""
+        from langchain_core.messages import AIMessage
+
+        key = llm_call_key(self.context.iteration, state["n_calls"])
+
+        def invoke(messages):
+            import time
+
+            start = time.perf_counter()
+            message = self.planner.chat_model.bind_tools(self.lc_tools).invoke(messages)
+            text = json.dumps({"content": message.text if hasattr(message, "text") else str(message.content),
+                               "tool_calls": [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in message.tool_calls]})
+            return text, message, time.perf_counter() - start
+
+        call = self.planner._recorded_call(key, self._messages(state), invoke)
+        try:
+            answer = json.loads(call.get("response") or "{}")
+        except json.JSONDecodeError:
+            answer = {}
+        tool_calls = [{"name": c["name"], "args": c.get("args") or {}, "id": c.get("id") or f"call_{state['n_calls']}_{k}",
+                       "type": "tool_call"} for k, c in enumerate(answer.get("tool_calls") or [])]
+        message = AIMessage(content=answer.get("content") or "", tool_calls=tool_calls)
+        return {"messages": [message], "n_calls": state["n_calls"] + 1, "steps": state["steps"] + 1,
+                "keys": [*state.get("keys", []), key]}
+
+    def after_agent(self, state: dict) -> str:
+        last = state["messages"][-1]
+        return "tools" if last.tool_calls and state["steps"] < self.planner.max_tool_steps else "propose"
+
+    # ----------------------------------------------------------------------------------------------- validate
+    def validate(self, state: dict) -> dict:
+        """Parse the answer and apply the campaign's rules; keep the valid picks, collect the messages."""
+        accepted = list(state["accepted"])
+        need = self.n - len(accepted)
+        if state.get("call_error"):
+            return {"errors": [f"the model call failed ({clip(state['call_error'], 200)}); answer again with the JSON"]}
+        try:
+            batch = ProposalBatch.model_validate_json(state["response"])
+        except ValueError as exc:
+            return {"errors": [_parse_message(state["response"], exc)]}
+        errors: list[str] = []
+        seen = {self.context.pool.ids[a["index"]] for a in accepted}
+        n_valid = 0
+        for k, item in enumerate(batch.proposals):
+            if n_valid == need:
+                break
+            error, index = self._check(item.candidate, seen)
+            if error:
+                errors.append(f"proposal {k + 1} ({clip(item.candidate, 60)!r}): {error}")
+                continue
+            seen.add(self.context.pool.ids[index])
+            n_valid += 1
+            expected = item.expected if item.expected is not None and math.isfinite(item.expected) else None
+            accepted.append({"index": index, "hypothesis": clip(item.hypothesis, 500), "rationale": clip(item.rationale, 500),
+                             "expected": expected, "round": state["round"]})
+        if n_valid < need and not errors:
+            errors.append(f"only {len(batch.proposals)} proposals were given; {need} are needed")
+        return {"accepted": accepted, "errors": errors}
+
+    def _check(self, ref: str, seen: set[str]) -> tuple[str | None, int]:
+        """The campaign validator's message for one reference (or None) and its pool index."""
+        from ..events import Proposed
+        from ..nodes.validate import validation_error  # imported here: nodes import the planners
+
+        try:
+            index = self.tools.resolve(ref)
+        except InvalidCandidate as exc:
+            return str(exc), -1
+        candidate = self.context.pool.candidates[index]
+        proposed = Proposed(iteration=self.context.iteration, arm="llm", candidate_id=candidate.id,
+                            candidate=candidate.model_dump(mode="json"))
+        shim = _ValidatorContext(self.context.spec, self.context.pool)
+        error = validation_error(shim, proposed, seen, self.tested)
+        if error is None and index not in self.available:
+            error = (f"{candidate.id} is not available this iteration (another arm proposed it, or it was rejected "
+                     "before); propose another shortlist candidate")
+        return error, index
+
+    def after_validate(self, state: dict) -> str:
+        if len(state["accepted"]) >= self.n:
+            return "finish"
+        if state["round"] < self.planner.max_repair_rounds:
+            return "repair"
+        return "fallback"
+
+    # ----------------------------------------------------------------------------------------------- finish
+    def fallback(self, state: dict) -> dict:
+        """Fill the rest of the batch from the bo arm, marked as fallbacks."""
+        from .bo import BOPlanner
+
+        taken = {a["index"] for a in state["accepted"]}
+        rest = dataclasses.replace(self.context, available=np.asarray([i for i in self.context.available if int(i) not in taken], dtype=int))
+        reason = "; ".join(state["errors"][:3]) or "no valid proposal"
+        proposals = []
+        for p in BOPlanner().propose(rest, self.n - len(state["accepted"])):
+            update: dict[str, Any] = {"arm": "llm", "rationale": f"fallback: {p.rationale} (llm rounds exhausted: {clip(reason, 300)})"}
+            # Proposal.is_fallback is added by the campaign integration; set it only where the field exists.
+            if "is_fallback" in Proposal.model_fields:
+                update["is_fallback"] = True
+            proposals.append(p.model_copy(update=update))
+        return {"fallbacks": proposals}
+
+    def finish(self, state: dict) -> dict:
+        pool = self.context.pool
+        proposals = [
+            Proposal(candidate=pool.candidates[a["index"]], arm="llm", hypothesis=a["hypothesis"],
+                     rationale=a["rationale"], expected=a["expected"])
+            for a in state["accepted"][: self.n]
+        ]
+        return {"proposals": proposals + list(state.get("fallbacks") or [])}
+
+    def summary(self, final: dict) -> dict[str, Any]:
+        accepted = final.get("accepted") or []
+        return {
+            "iteration": self.context.iteration,
+            "keys": final.get("keys", []),
+            "n_requested": self.n,
+            "n_valid_first_round": sum(1 for a in accepted if a["round"] == 0),
+            "n_valid": len(accepted),
+            "n_fallback": len(final.get("fallbacks") or []),
+            "n_repair_rounds": final.get("round", 0),
+            "errors": final.get("errors", []),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class _ValidatorContext:
+    """What ``validation_error`` reads from the campaign context: the spec and the pool."""
+
+    spec: Any
+    pool: Any
+
+
+def _parse_message(response: str, exc: Exception) -> str:
+    if not response.strip():
+        return 'the answer was empty; answer with one JSON object {"proposals": [...]}'
+    if isinstance(exc, json.JSONDecodeError) or "json" in type(exc).__name__.lower() or "Invalid JSON" in str(exc):
+        return f'the answer was not valid JSON ({clip(exc, 160)}); answer with one JSON object {{"proposals": [...]}}'
+    return f"the answer does not follow the schema ({clip(exc, 200)}); each proposal needs candidate, hypothesis, rationale, expected"
+
+
+def _state_schema():
+    """The graph state (built on first use, so that importing this module does not import LangChain).
+
+    prompt: the system and task messages, as role/content dicts. labels: shortlist ids shown to the model.
+    messages: the ReAct transcript (tool-calling models only). steps: ReAct steps taken. n_calls: model calls so far
+    this iteration (the next call's key is ``it{iteration}:llm:{n_calls}``). keys: recorder keys of the calls made
+    or replayed. round: repair rounds done. response: the last structured answer, raw text. call_error: why the last
+    call failed, if it did. accepted: valid picks so far (pool index, hypothesis, rationale, expected, round).
+    errors: the validator's messages about the last answer. fallbacks: proposals filled in by the bo arm.
+    proposals: the batch returned.
+    """
+    from typing import Annotated, TypedDict
+
+    from langchain_core.messages import AnyMessage
+    from langgraph.graph.message import add_messages
+
+    return TypedDict("LLMPlannerState", {
+        "prompt": list[dict],
+        "labels": list[str],
+        "messages": Annotated[list[AnyMessage], add_messages],
+        "steps": int,
+        "n_calls": int,
+        "keys": list[str],
+        "round": int,
+        "response": str,
+        "call_error": str | None,
+        "accepted": list[dict],
+        "errors": list[str],
+        "fallbacks": list,
+        "proposals": list,
+    }, total=False)
