@@ -45,8 +45,8 @@ __all__ = [
 ]
 
 CandidateKind = Literal["molecule", "material", "conditions"]
-ArmName = Literal["llm", "bo", "random", "human", "imported"]
-PlannerName = Literal["llm", "bo", "random"]
+ArmName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_\-:.]*$", max_length=64)]
+"""A planner arm's name: the built-ins llm, bo, random, plus human, imported and any registered arm."""
 
 
 # --------------------------------------------------------------------------------------------------- errors

@@ -21,7 +21,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .domain import CandidateKind, SetupError, objective_utility
 
@@ -183,8 +183,8 @@ class BudgetSpec(_Spec):
 class PlannerSpec(_Spec):
     """Planner arms. ``main`` proposes most experiments; ``control`` gets ``control_share`` of the lab budget."""
 
-    main: Literal["llm", "bo", "random"] = "bo"
-    control: Literal["bo", "random"] | None = "random"
+    main: str = Field(default="bo", description="a planner arm: llm, bo, random or one added with register_planner")
+    control: str | None = Field(default="random", description="bo, random or a registered arm; None for no control")
     model: str | None = Field(
         default=None, description="llm arm: 'provider:model', a .gguf path, or None for the embedded SmolLM2")
     max_repair_rounds: int = Field(default=2, ge=0, description="llm arm: repair rounds before the bo fallback")
@@ -194,6 +194,18 @@ class PlannerSpec(_Spec):
     n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")
     proposals_per_slot: int = Field(default=3, ge=1, description="proposals screened per lab slot (main arm)")
     kernel: Literal["auto", "matern52", "tanimoto"] = "auto"
+
+    @field_validator("main", "control")
+    @classmethod
+    def _known_arm(cls, name: str | None, info: ValidationInfo) -> str | None:
+        from .planners import planner_names
+
+        if name is not None and name not in planner_names():
+            raise ValueError(f"planner arm {name!r} is unknown; available arms: {list(planner_names())} "
+                             "(register others with orchestrator.planners.register_planner)")
+        if info.field_name == "control" and name == "llm":
+            raise ValueError("the control arm cannot be the llm arm; use 'bo' or 'random'")
+        return name
 
     @model_validator(mode="after")
     def _control_share_needs_control(self) -> PlannerSpec:

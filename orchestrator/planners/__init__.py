@@ -1,28 +1,70 @@
 """Planner arms: ``llm`` (a tool-using agent on any chat model), ``bo`` (pyro-ppl GP + batch log-EI) and
-``random`` (the control)."""
+``random`` (the control). Other arms (a lab's own heuristic, the red-team's adversarial policies) plug in with
+``register_planner``.
+
+Example:
+    >>> "bo" in planner_names() and "llm" in planner_names()
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from .base import Planner, PlanningContext
 from .bo import BOPlanner, choose_kernel, fit_surrogate_state
 from .random_arm import RandomPlanner
 
-__all__ = ["BOPlanner", "Planner", "PlanningContext", "RandomPlanner", "choose_kernel", "fit_surrogate_state", "make_planner"]
+__all__ = [
+    "BOPlanner",
+    "Planner",
+    "PlanningContext",
+    "RandomPlanner",
+    "choose_kernel",
+    "fit_surrogate_state",
+    "make_planner",
+    "planner_names",
+    "register_planner",
+]
+
+PlannerFactory = Callable[[Any], Planner]
+"""Builds an arm from the campaign spec (or None): ``factory(spec) -> Planner``."""
+
+
+def _llm(spec) -> Planner:
+    from .llm import LLMPlanner
+
+    options = spec.planner if spec is not None else None
+    return LLMPlanner(
+        model=options.model if options else None,
+        max_repair_rounds=options.max_repair_rounds if options else 2,
+        shortlist_size=options.shortlist_size if options else 24,
+        seed=spec.campaign.seed if spec is not None else 0,
+    )
+
+
+_REGISTRY: dict[str, PlannerFactory] = {"llm": _llm, "bo": lambda spec: BOPlanner(), "random": lambda spec: RandomPlanner()}
+
+
+def register_planner(name: str, factory: PlannerFactory) -> None:
+    """Make ``name`` usable as ``[planner] main`` or ``control``. Re-registering the same factory is a no-op."""
+    from ..domain import SetupError
+
+    if name in _REGISTRY and _REGISTRY[name] is not factory:
+        raise SetupError(f"planner arm {name!r} is already registered; pick another name")
+    _REGISTRY[name] = factory
+
+
+def planner_names() -> tuple[str, ...]:
+    """Every registered arm, sorted."""
+    return tuple(sorted(_REGISTRY))
 
 
 def make_planner(name: str, spec=None) -> Planner:
     """The planner arm called ``name`` (the llm arm takes its model and limits from ``spec.planner``)."""
     from ..domain import SetupError
 
-    if name == "llm":
-        from .llm import LLMPlanner
-
-        options = spec.planner if spec is not None else None
-        return LLMPlanner(
-            model=options.model if options else None,
-            max_repair_rounds=options.max_repair_rounds if options else 2,
-            shortlist_size=options.shortlist_size if options else 24,
-            seed=spec.campaign.seed if spec is not None else 0,
-        )
-    planners = {"bo": BOPlanner, "random": RandomPlanner}
-    if name not in planners:
-        raise SetupError(f"planner arm {name!r} is unknown; available arms: ['bo', 'llm', 'random']")
-    return planners[name]()
+    if name not in _REGISTRY:
+        raise SetupError(f"planner arm {name!r} is unknown; available arms: {list(planner_names())}")
+    return _REGISTRY[name](spec)
