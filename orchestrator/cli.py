@@ -176,6 +176,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
             f"main arm {'matched or beat' if summary['main_beats_control'] else 'did not reach'} the control's best"
             + (f" after {reached} of its experiments" if reached else "")
             + f" (the control needed {summary['control_experiments_to_its_best']})."
+            + (f" Acceleration {summary['acceleration']:.2f}×." if summary.get("acceleration") is not None else "")
         )
     if summary.get("approval"):
         keys = summary["approval"]["job_keys"]
@@ -331,6 +332,9 @@ def _describe_event(kind: str, p: dict[str, Any]) -> str:
             return f"{it}{p['stage']} {p['criterion_id']} = {p['value']:+.2f}"
         case "SurrogateUpdated":
             return f"{it}{p['model']} on {p['n_train']} results, incumbent {_fmt(p['incumbent'])}"
+        case "ArmsCompared":
+            return (f"{it}{p['main']} vs {p['control']}: best {_fmt(p['best_utility'].get(p['main']))} vs "
+                    f"{_fmt(p['best_utility'].get(p['control']))}, acceleration {_fmt(p['acceleration'])}")
         case "CampaignStopped":
             return f"{p['reason']}; best {p['best_candidate_id']} = {_fmt(p['best_value'])}"
         case _:

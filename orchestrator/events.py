@@ -46,12 +46,26 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 
+EVENT_TYPES: dict[str, type[EventPayload]] = {}
+"""Every payload class by its ``type``; a subclass registers itself when it is defined."""
+
+
 class EventPayload(BaseModel):
     """Base of every event payload. ``type`` and ``schema_version`` are class-level constants."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     type: ClassVar[str]
     schema_version: ClassVar[int] = SCHEMA_VERSION
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        name = cls.__dict__.get("type")
+        if name is None:
+            return  # an abstract intermediate class
+        if name in EVENT_TYPES and EVENT_TYPES[name].__qualname__ != cls.__qualname__:
+            raise TypeError(f"event type {name!r} is defined twice ({EVENT_TYPES[name].__qualname__}, {cls.__qualname__})")
+        EVENT_TYPES[name] = cls
 
 
 class CampaignStarted(EventPayload):
@@ -216,6 +230,24 @@ class SurrogateUpdated(EventPayload):
     incumbent: float | None = Field(default=None, description="best utility seen so far")
 
 
+class ArmsCompared(EventPayload):
+    """The running comparison of the main arm against the control, after each batch of new lab results.
+
+    ``acceleration`` is the control's experiments to its best so far divided by the main arm's experiments to match
+    that best (>1: the main arm got there sooner); None while the main arm has not matched it.
+    """
+
+    type: ClassVar[str] = "ArmsCompared"
+    iteration: int
+    main: str
+    control: str
+    n_lab: dict[str, int] = Field(default_factory=dict, description="ok lab results per arm")
+    best_utility: dict[str, float] = Field(default_factory=dict, description="best lab utility per arm")
+    main_experiments_to_control_best: int | None = None
+    control_experiments_to_its_best: int | None = None
+    acceleration: float | None = None
+
+
 class LLMCall(EventPayload):
     """One chat-model call, recorded before its answer is used, so a replay or a resume never calls the model again.
 
@@ -243,13 +275,6 @@ class CampaignStopped(EventPayload):
     best_value: float | None = None
 
 
-EVENT_TYPES: dict[str, type[EventPayload]] = {
-    cls.type: cls
-    for cls in (
-        CampaignStarted, Proposed, Rejected, Simulated, Promoted, RungAssessed, ApprovalRequested, Approved, Dispatched,
-        JobStatus, Observed, FailureHandled, Scored, RewardFinalised, SurrogateUpdated, LLMCall, CampaignStopped,
-    )
-}
 
 
 def parse_payload(event_type: str, payload: str | dict[str, Any]) -> EventPayload:

@@ -208,6 +208,7 @@ def _summary_pairs(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("simulated lab time (h)", summary["lab_hours"]),
         ("simulator compute (s)", summary["compute_s"]),
         ("main arm experiments to match the control's best", summary.get("main_experiments_to_control_best")),
+        ("acceleration of the main arm over the control", summary.get("acceleration")),
     ]
 
 

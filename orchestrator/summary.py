@@ -21,14 +21,16 @@ def _label(canonical: str) -> str:
 
 
 def arm_comparison(results: list[tuple[str, str, float, float]], main: str, control: str | None) -> dict[str, Any]:
-    """Per-arm lab use and best utility, and how many experiments the main arm needed to match the control's best.
+    """Per-arm lab use and best utility, how many experiments the main arm needed to match the control's best, and
+    the running acceleration (the control's experiments to its best over the main arm's experiments to match it).
 
     ``results`` are (candidate id, arm, value, utility) in the order the lab returned them.
 
     Example:
         >>> rows = [("a", "bo", 1, 1), ("b", "random", 2, 2), ("c", "bo", 3, 3), ("d", "random", 0, 0)]
-        >>> arm_comparison(rows, "bo", "random")["main_experiments_to_control_best"]
-        2
+        >>> comparison = arm_comparison(rows, "bo", "random")
+        >>> comparison["main_experiments_to_control_best"], comparison["acceleration"]
+        (2, 0.5)
     """
     arms: dict[str, dict[str, Any]] = {}
     for cid, arm, value, utility in results:
@@ -51,6 +53,8 @@ def arm_comparison(results: list[tuple[str, str, float, float]], main: str, cont
         out["main_experiments_to_control_best"] = reached
         out["control_experiments_to_its_best"] = arms[control]["experiments_to_best"]
         out["main_beats_control"] = arms[main]["_best_u"] >= target
+        out["acceleration"] = None if reached is None else arms[control]["experiments_to_best"] / reached
+        out["best_utility"] = {a: e["_best_u"] for a, e in arms.items()}
     return out
 
 

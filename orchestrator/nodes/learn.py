@@ -13,10 +13,11 @@ import numpy as np
 
 from ..context import CampaignContext
 from ..beliefs import rung_calibrations
-from ..events import RungAssessed, SurrogateUpdated
+from ..events import ArmsCompared, RungAssessed, SurrogateUpdated
 from ..history import lab_history
 from ..planners import choose_kernel, fit_surrogate_state
 from ..seeding import derive_seed
+from ..summary import arm_comparison
 from ..state import CampaignState
 
 __all__ = ["learn"]
@@ -52,6 +53,9 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                                    spearman=calibration.spearman, intercept=calibration.intercept,
                                    slope=calibration.slope, residual_sd=calibration.residual_sd,
                                    is_informative=informative), f"it{iteration}:rung-assessed:{rung}"))
+    comparison = _arms_compared(ctx, iteration, history)
+    if comparison is not None:
+        items.append((comparison, f"it{iteration}:arms-compared"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="learner")
     ctx.ledger.append(
         ctx.campaign_id,
@@ -61,3 +65,20 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         actor="learner",
     )
     return {}
+
+
+def _arms_compared(ctx: CampaignContext, iteration: int, history) -> ArmsCompared | None:
+    """The main arm against the control on the lab results so far; None without a control arm or its results."""
+    main, control = ctx.spec.planner.main, ctx.spec.planner.control
+    arms = {r[1] for r in history.results}
+    if control is None or not {main, control} <= arms:
+        return None
+    comparison = arm_comparison([(r[0], r[1], r[2], r[3]) for r in history.results], main, control)
+    return ArmsCompared(
+        iteration=iteration, main=main, control=control,
+        n_lab={arm: entry["n_lab"] for arm, entry in comparison["arms"].items()},
+        best_utility=comparison["best_utility"],
+        main_experiments_to_control_best=comparison["main_experiments_to_control_best"],
+        control_experiments_to_its_best=comparison["control_experiments_to_its_best"],
+        acceleration=comparison["acceleration"],
+    )

@@ -155,3 +155,16 @@ def test_human_approval_gate_interrupts_and_resumes(tmp_path):
             campaign.run(approval=True)
         assert campaign.is_finished
         assert verify(campaign.ledger, "gate").is_identical
+
+
+def test_running_acceleration_is_recorded_and_summarised(finished):
+    _, summary, events, _, _ = finished
+    compared = [e.typed() for e in events if e.type == "ArmsCompared"]
+    assert compared, "the learner records the main arm against the control after new results"
+    last = compared[-1]
+    assert (last.main, last.control) == ("bo", "random")
+    assert sum(last.n_lab.values()) == summary["n_lab"] - summary["n_lab_failed"]
+    assert last.acceleration == summary["acceleration"]
+    if last.main_experiments_to_control_best is not None:
+        assert last.acceleration == pytest.approx(last.control_experiments_to_its_best / last.main_experiments_to_control_best)
+    assert [e.iteration for e in compared] == sorted({e.iteration for e in compared})
