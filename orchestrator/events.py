@@ -37,8 +37,12 @@ __all__ = [
     "Rejected",
     "RewardFinalised",
     "RungAssessed",
+    "HumanVerdict",
+    "RewardEstimated",
+    "RungValidated",
     "Scored",
     "Simulated",
+    "SlotsOffered",
     "SurrogateUpdated",
     "parse_payload",
 ]
@@ -211,14 +215,81 @@ class Scored(EventPayload):
     is_provisional: bool = True
     supersedes_seq: int | None = None
     reason: str = ""
+    trajectory: str | None = Field(default=None, description="the trajectory (one proposal followed) it belongs to")
+    rubric_hash: str = Field(default="", description="sha256 of the rubric's content")
 
 
 class RewardFinalised(EventPayload):
+    """A trajectory's final reward: the lab answered, or the trajectory ended before the lab."""
+
     type: ClassVar[str] = "RewardFinalised"
     iteration: int
     subject: str
     reward: float
     components: dict[str, float] = Field(default_factory=dict)
+    weights: dict[str, float] = Field(default_factory=dict, description="component name -> its weight in reward")
+    arm: str = ""
+    candidate_id: str | None = None
+    rubric_id: str = ""
+    rubric_version: str = ""
+    rubric_hash: str = ""
+    supersedes_seq: int | None = Field(default=None, description="the reward record this one replaces")
+    steps: list[dict[str, Any]] = Field(
+        default_factory=list, description="per step: stage, subject, rubric score, potentials, progress, reward")
+
+
+class RewardEstimated(EventPayload):
+    """A trajectory's provisional reward, before the lab has answered; superseded by later records."""
+
+    type: ClassVar[str] = "RewardEstimated"
+    iteration: int
+    subject: str = Field(description="the trajectory id")
+    reward: float
+    components: dict[str, float] = Field(default_factory=dict)
+    weights: dict[str, float] = Field(default_factory=dict, description="component name -> its weight in reward")
+    arm: str = ""
+    candidate_id: str | None = None
+    rubric_id: str = ""
+    rubric_version: str = ""
+    rubric_hash: str = ""
+    supersedes_seq: int | None = Field(default=None, description="the reward record this one replaces")
+    steps: list[dict[str, Any]] = Field(
+        default_factory=list, description="per step: stage, subject, rubric score, potentials, progress, reward")
+
+
+class SlotsOffered(EventPayload):
+    """The lab slots each arm was offered in one iteration, so abstentions can be scored from the ledger."""
+
+    type: ClassVar[str] = "SlotsOffered"
+    iteration: int
+    slots: dict[str, int] = Field(description="arm -> lab slots offered")
+
+
+class RungValidated(EventPayload):
+    """A rung's validity against lab outcomes, as the process reward weighs it in one iteration."""
+
+    type: ClassVar[str] = "RungValidated"
+    iteration: int
+    rung: str
+    n_pairs: int
+    spearman: float | None = None
+    auroc: float | None = None
+    weight: float = Field(description="the rung's process weight in [0, 1]")
+    measure: str = Field(description="auroc, spearman or prior: which statistic set the weight")
+    base_rate: float = Field(description="Laplace-smoothed share of lab successes so far")
+    success_threshold: float | None = Field(default=None, description="lab utility counted as a success")
+
+
+class HumanVerdict(EventPayload):
+    """A person's verdict on one criterion for one step; the ``human`` scorer reads it."""
+
+    type: ClassVar[str] = "HumanVerdict"
+    subject: str = Field(description="candidate id (proposal, screen) or job key (dispatch, outcome)")
+    stage: str
+    criterion_id: str
+    value: float = Field(ge=-1.0, le=1.0)
+    reason: str = Field(min_length=1)
+    by: str = Field(description="who judged")
 
 
 class SurrogateUpdated(EventPayload):

@@ -1,4 +1,5 @@
-"""Process rewards for closed-loop campaigns: TOML rubrics of atomic criteria, scored by registered scorers.
+"""Process rewards for closed-loop campaigns: TOML rubrics of atomic criteria, scored by registered scorers, mixed
+with potential-based progress on the calibrated probability of lab success and anchored to the lab's outcome.
 
 Importing this package is light (pydantic only; no torch).
 
@@ -11,13 +12,24 @@ Example:
     [('passes_screen', -1.0, 'screening failed on dft')]
 """
 
-from rewards.context import STAGES, ScoreValue, Stage, StepContext
+from rewards.context import STAGES, RungResult, ScoreValue, Stage, StepContext
 from rewards.errors import RewardError, RewardSetupError, ScoringError
+from rewards.process import (
+    RungValidity,
+    StepReward,
+    TrajectoryReward,
+    auroc,
+    base_rate,
+    potential,
+    score_trajectory,
+    success_probability,
+)
 from rewards.rubric import (
     Category,
     Criterion,
     CriterionScore,
     Gate,
+    RewardMix,
     Rubric,
     Scope,
     builtin_rubric_names,
@@ -26,36 +38,50 @@ from rewards.rubric import (
 )
 from rewards.scorers import (
     ENTRY_POINT_GROUP,
+    SCORER_KINDS,
     Scorer,
     discover_scorers,
     get_scorer,
     register_builtin_scorers,
     register_scorer,
+    scorer_kind,
     scorer_names,
 )
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "SCORER_KINDS",
     "STAGES",
     "Category",
     "Criterion",
     "CriterionScore",
     "Gate",
     "RewardError",
+    "RewardMix",
     "RewardSetupError",
     "Rubric",
+    "RungResult",
+    "RungValidity",
     "Scope",
     "ScoreValue",
     "Scorer",
     "ScoringError",
     "Stage",
     "StepContext",
+    "StepReward",
+    "TrajectoryReward",
+    "auroc",
+    "base_rate",
     "builtin_rubric_names",
     "discover_scorers",
     "get_scorer",
     "load_rubric",
     "parse_rubric",
+    "potential",
     "register_builtin_scorers",
     "register_scorer",
+    "score_trajectory",
+    "scorer_kind",
     "scorer_names",
+    "success_probability",
 ]

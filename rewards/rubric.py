@@ -9,7 +9,8 @@ Example:
     >>> rubric = load_rubric("default")
     >>> rubric.id, len(rubric.content_hash)
     ('default', 64)
-    >>> ok = StepContext(stage="proposal", subject="CCO", arm="llm", is_valid=True)
+    >>> ok = StepContext(stage="proposal", subject="CCO", arm="llm", is_valid=True,
+    ...                  rationale="gaff puts it inside the target window")
     >>> rubric.aggregate(rubric.score(ok))
     1.0
     >>> bad = StepContext(stage="proposal", subject="C(", arm="llm", is_valid=False, reason="unclosed branch")
@@ -32,13 +33,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from rewards.context import ScoreValue, Stage, StepContext
 from rewards.errors import RewardSetupError, ScoringError
-from rewards.scorers import ENTRY_POINT_GROUP, NAME_PATTERN, get_scorer, scorer_names
+from rewards.scorers import ENTRY_POINT_GROUP, NAME_PATTERN, get_scorer, scorer_names, takes_criterion
 
 __all__ = [
     "Category",
     "Criterion",
     "CriterionScore",
     "Gate",
+    "RESERVED_IDS",
+    "RewardMix",
     "Rubric",
     "Scope",
     "builtin_rubric_names",
@@ -50,6 +53,8 @@ Category = Literal["essential", "important", "optional", "pitfall", "safety"]
 Gate = Literal["none", "veto", "floor"]
 Scope = Literal["step", "trajectory", "outcome"]
 ID_PATTERN = NAME_PATTERN.pattern
+RESERVED_IDS = frozenset({"progress", "outcome", "process", "trajectory"})
+"""Names the process reward records beside the criteria; no criterion may take them."""
 
 
 class _Frozen(BaseModel):
@@ -71,6 +76,15 @@ class Criterion(_Frozen):
     scope: Scope = "step"
     stages: tuple[Stage, ...]
     scorer: str = Field(pattern=ID_PATTERN, description="a registered scorer name")
+    params: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="scorer settings, e.g. a judge's model or a rung's name")
+
+    @field_validator("id")
+    @classmethod
+    def _id_not_reserved(cls, criterion_id: str) -> str:
+        if criterion_id in RESERVED_IDS:
+            raise ValueError(f"id {criterion_id!r} is reserved for the process reward; rename the criterion")
+        return criterion_id
 
     @field_validator("text")
     @classmethod
@@ -126,6 +140,18 @@ class CriterionScore(_Frozen):
         return -self.value if self.weight < 0 else self.value
 
 
+class RewardMix(_Frozen):
+    """How a trajectory's reward mixes its parts (see ``rewards.process``).
+
+    ``outcome_weight`` is the share of the outcome anchor (the lab's verdict, or its calibrated expectation until
+    the lab answers); it must stay above 0. ``progress_weight`` is the share of potential-based progress in each
+    step's reward, the rest being the step's rubric score.
+    """
+
+    outcome_weight: float = Field(default=0.5, gt=0.0, le=1.0, description="share of the outcome anchor, (0, 1]")
+    progress_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="share of progress in a step, [0, 1]")
+
+
 class Rubric(_Frozen):
     """A versioned set of criteria. ``content_hash`` identifies its exact content in the ledger."""
 
@@ -134,6 +160,7 @@ class Rubric(_Frozen):
     id: str = Field(pattern=ID_PATTERN)
     version: str = Field(min_length=1)
     description: str = ""
+    reward: RewardMix = RewardMix()
     criteria: tuple[Criterion, ...]
 
     @model_validator(mode="after")
@@ -157,9 +184,9 @@ class Rubric(_Frozen):
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
-    def criteria_for(self, stage: Stage) -> tuple[Criterion, ...]:
-        """The criteria scored at ``stage``, in rubric order."""
-        return tuple(c for c in self.criteria if stage in c.stages)
+    def criteria_for(self, stage: Stage, scope: Scope | None = None) -> tuple[Criterion, ...]:
+        """The criteria scored at ``stage`` (of one ``scope`` if given), in rubric order."""
+        return tuple(c for c in self.criteria if stage in c.stages and scope in (None, c.scope))
 
     def check_scorers(self) -> None:
         """Raise ``RewardSetupError`` if any criterion names a scorer that is not registered."""
@@ -179,7 +206,7 @@ class Rubric(_Frozen):
             label = f"criterion {criterion.id!r} (scorer {criterion.scorer!r})"
             label += f" at {context.stage} of {context.subject!r}"
             try:
-                result = scorer(context)
+                result = scorer(context, criterion=criterion) if takes_criterion(scorer) else scorer(context)
             except Exception as exc:
                 message = f"{label} raised {type(exc).__name__}: {exc}; fix the scorer (failures never score 0)"
                 raise ScoringError(message) from exc
@@ -258,7 +285,7 @@ def load_rubric(source: str | os.PathLike[str]) -> Rubric:
         RewardSetupError (a ``SetupError``): missing file, bad TOML, or an invalid field, named by its path.
 
     Example:
-        >>> load_rubric("default").criteria[0].id
+        >>> load_rubric("default").criteria[1].id
         'valid_candidate'
     """
     text = str(source)
@@ -356,6 +383,8 @@ def _describe(error: dict[str, Any], fields: dict[str, Any]) -> str:
         hint = f"remove it or fix its spelling; allowed keys are {sorted(model.model_fields)}"
     elif kind == "string_type" and loc[-1] == "version":
         hint = 'quote it, e.g. version = "1"'
+    elif loc[-1] == "outcome_weight":
+        hint = "the outcome anchor always stays in the mix: use a value in (0, 1], e.g. 0.5"
     else:
         hint = _HINTS.get(kind, "")
     return f"{path}: {message}" + (f"; {hint}" if hint else "")

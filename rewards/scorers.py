@@ -1,7 +1,9 @@
-"""The scorer registry and the built-in programmatic scorers.
+"""The scorer registry: scorers by name, each of one kind (programmatic, simulator, llm_judge, human, instrument).
 
 A scorer is ``fn(context: StepContext) -> ScoreValue | None``; ``None`` means "not applicable" and the criterion is
-left out of the reward (never counted as 0). Scorers are registered by name with ``@register_scorer(name)``.
+left out of the reward (never counted as 0). A scorer that also needs its criterion (its text, its ``params``)
+declares a keyword-only ``criterion`` parameter: ``fn(context, *, criterion)``. Scorers are registered by name
+with ``@register_scorer(name, kind=...)``.
 Third-party packages add theirs through the ``closedloop.scorers`` entry-point group: the entry point names a
 zero-argument function that registers them, as ``register_builtin_scorers`` does for the built-ins.
 
@@ -12,43 +14,54 @@ Example:
     1.0
     >>> {"validity", "novelty", "screen_pass", "within_budget", "improvement"} <= set(scorer_names())
     True
+    >>> scorer_kind("lab_success"), scorer_kind("llm_judge")
+    ('instrument', 'llm_judge')
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from importlib.metadata import entry_points
+from typing import Literal, get_args
 
 from rewards.context import ScoreValue, StepContext
 from rewards.errors import RewardSetupError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "SCORER_KINDS",
     "Scorer",
+    "ScorerKind",
     "discover_scorers",
     "get_scorer",
     "improvement",
     "novelty",
     "register_builtin_scorers",
     "register_scorer",
+    "scorer_kind",
     "scorer_names",
     "screen_pass",
+    "takes_criterion",
     "validity",
     "within_budget",
 ]
 
-Scorer = Callable[[StepContext], ScoreValue | None]
+Scorer = Callable[..., ScoreValue | None]
+ScorerKind = Literal["programmatic", "simulator", "llm_judge", "human", "instrument"]
+SCORER_KINDS: tuple[str, ...] = get_args(ScorerKind)
 ENTRY_POINT_GROUP = "closedloop.scorers"
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]*$")
 
 _SCORERS: dict[str, Scorer] = {}
+_KINDS: dict[str, str] = {}
 _is_discovered = False
 
 
 # --------------------------------------------------------------------------------------------------- registry
-def register_scorer(name: str) -> Callable[[Scorer], Scorer]:
-    """Decorator registering a scorer under ``name``.
+def register_scorer(name: str, *, kind: ScorerKind = "programmatic") -> Callable[[Scorer], Scorer]:
+    """Decorator registering a scorer under ``name``, of one ``kind`` (what its evidence is).
 
     Registering the same function again is a no-op (so plug-ins may load twice); a different function under a
     taken name raises ``RewardSetupError``.
@@ -59,13 +72,15 @@ def register_scorer(name: str) -> Callable[[Scorer], Scorer]:
         >>> register_scorer("validity")(lambda context: None)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        rewards.errors.RewardSetupError: scorer name 'validity' is already taken by rewards.scorers.validity; ...
+        rewards.errors.RewardSetupError: scorer name 'validity' is already taken by rewards.programmatic.validity; ...
     """
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise RewardSetupError(
             f"scorer name {name!r} is not allowed; use lower-case letters, digits, '_', '.' or '-', "
             "starting with a letter, e.g. 'mylab.xrd_match'"
         )
+    if kind not in SCORER_KINDS:
+        raise RewardSetupError(f"scorer {name!r} has kind {kind!r}; use one of {list(SCORER_KINDS)}")
 
     def decorator(fn: Scorer) -> Scorer:
         if not callable(fn):
@@ -78,6 +93,7 @@ def register_scorer(name: str) -> Callable[[Scorer], Scorer]:
             )
         # Same qualified name but a new object means the module was reloaded (a notebook): keep the fresh one.
         _SCORERS[name] = fn
+        _KINDS[name] = kind
         return fn
 
     return decorator
@@ -134,74 +150,32 @@ def _qualified(fn: object) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-# --------------------------------------------------------------------------------------------------- built-ins
-def validity(context: StepContext) -> ScoreValue:
-    """+1 when the proposal parsed to a valid candidate, -1 with the validator's reason otherwise."""
-    if context.is_valid:
-        return ScoreValue(value=1.0, reason="the proposal parses to a valid candidate")
-    return ScoreValue(value=-1.0, reason=f"invalid proposal: {context.reason}")
+def scorer_kind(name: str) -> str:
+    """The kind of the scorer registered under ``name`` (programmatic, simulator, llm_judge, human, instrument)."""
+    get_scorer(name)
+    return _KINDS.get(name, "programmatic")
 
 
-def novelty(context: StepContext) -> ScoreValue | None:
-    """-1 for a duplicate of a tested or pending candidate, +1 otherwise; None for an invalid proposal.
-
-    An unparseable proposal has no identity to be novel or not; ``validity`` judges it.
-    """
-    if not context.is_valid:
-        return None
-    if context.is_duplicate:
-        return ScoreValue(value=-1.0, reason=f"{context.subject} duplicates a tested or pending candidate")
-    return ScoreValue(value=1.0, reason=f"{context.subject} has not been tested or queued before")
-
-
-def screen_pass(context: StepContext) -> ScoreValue | None:
-    """+1 when every screening rung succeeded, -1 naming the rungs that failed, None when no rung ran."""
-    if not context.screen_statuses:
-        return None
-    failed = sorted(rung for rung, status in context.screen_statuses.items() if status != "ok")
-    if failed:
-        return ScoreValue(value=-1.0, reason=f"screening failed on {', '.join(failed)}")
-    return ScoreValue(value=1.0, reason=f"passed every rung: {', '.join(sorted(context.screen_statuses))}")
-
-
-def within_budget(context: StepContext) -> ScoreValue | None:
-    """Dispatch stage: +1 when ``n_lab_used < lab_budget`` (counted before this dispatch), -1 otherwise."""
-    if context.stage != "dispatch":
-        return None
-    used = f"{context.n_lab_used} of {context.lab_budget} lab experiments used before this one"
-    if context.n_lab_used < context.lab_budget:
-        return ScoreValue(value=1.0, reason=f"within budget: {used}")
-    return ScoreValue(value=-1.0, reason=f"over budget: {used}")
-
-
-def improvement(context: StepContext) -> ScoreValue | None:
-    """Outcome stage: +1 when the utility beats the best before it (or is the first), 0 when not, None if failed."""
-    if context.stage != "outcome" or context.lab_value is None or context.utility is None:
-        return None
-    if context.best_utility_before is None:
-        return ScoreValue(value=1.0, reason=f"first successful lab result (utility {context.utility:g})")
-    if context.utility > context.best_utility_before:
-        return ScoreValue(
-            value=1.0, reason=f"utility {context.utility:g} beats the best before, {context.best_utility_before:g}"
-        )
-    return ScoreValue(
-        value=0.0, reason=f"utility {context.utility:g} does not beat the best before, {context.best_utility_before:g}"
-    )
-
-
-_BUILTINS: dict[str, Scorer] = {
-    "validity": validity,
-    "novelty": novelty,
-    "screen_pass": screen_pass,
-    "within_budget": within_budget,
-    "improvement": improvement,
-}
+def takes_criterion(fn: Scorer) -> bool:
+    """Whether a scorer declares a keyword-only ``criterion`` parameter (then it is called with its criterion)."""
+    try:
+        parameter = inspect.signature(fn).parameters.get("criterion")
+    except (TypeError, ValueError):  # builtins and some callables have no signature
+        return False
+    return parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY
 
 
 def register_builtin_scorers() -> None:
-    """Register the built-in programmatic scorers; the ``builtin`` entry point. Safe to call repeatedly."""
-    for name, fn in _BUILTINS.items():
-        register_scorer(name)(fn)
+    """Register the built-in scorers of every kind; the ``builtin`` entry point. Safe to call repeatedly."""
+    from rewards import evidence, judge, programmatic
 
+    for module in (programmatic, evidence, judge):
+        for name, (fn, kind) in module.BUILTINS.items():
+            register_scorer(name, kind=kind)(fn)
+
+
+# Re-exported for code written against the first version of this module.
+from rewards.evidence import improvement  # noqa: E402
+from rewards.programmatic import novelty, screen_pass, validity, within_budget  # noqa: E402
 
 register_builtin_scorers()  # so a source checkout without installed entry points still has the built-ins

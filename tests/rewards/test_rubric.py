@@ -73,7 +73,9 @@ id = "tiny"
 
 
 def ctx(**overrides) -> StepContext:
-    fields = {"stage": "proposal", "subject": "CCO", "arm": "llm", "is_valid": True}
+    fields = {"stage": "proposal", "subject": "CCO", "arm": "llm", "is_valid": True,
+              "candidate": {"type": "molecule", "smiles": "CCO"},
+              "rationale": "the gaff rung puts it inside the target window"}
     return StepContext(**(fields | overrides))
 
 
@@ -123,12 +125,19 @@ def reward(rubric: Rubric, context: StepContext | None = None) -> float | None:
 def test_default_rubric_has_the_required_criteria():
     rubric = load_rubric("default")
     by_id = {c.id: c for c in rubric.criteria}
-    assert (rubric.id, rubric.version) == ("default", "1")
+    assert (rubric.id, rubric.version) == ("default", "2")
     expected = {
+        "fills_lab_slots": ("fills_slots", ("plan",)),
         "valid_candidate": ("validity", ("proposal",)),
+        "in_design_space": ("in_design_space", ("proposal",)),
         "novel_candidate": ("novelty", ("proposal",)),
+        "rationale_is_text": ("rationale_quality", ("proposal",)),
+        "charge_balanced": ("stoichiometry", ("proposal",)),
+        "synthesizable": ("synthesizability", ("proposal",)),
         "passes_screen": ("screen_pass", ("screen",)),
+        "claim_matches_rung": ("rung_agreement", ("screen",)),
         "dispatch_within_budget": ("within_budget", ("dispatch",)),
+        "lab_success": ("lab_success", ("outcome",)),
         "improves_best": ("improvement", ("outcome",)),
     }
     for cid, (scorer, stages) in expected.items():
@@ -137,6 +146,8 @@ def test_default_rubric_has_the_required_criteria():
     assert by_id["novel_candidate"].category == "important"
     assert by_id["dispatch_within_budget"].category == "essential"
     assert (by_id["improves_best"].category, by_id["improves_best"].scope) == ("important", "outcome")
+    assert by_id["fills_lab_slots"].gate == by_id["in_design_space"].gate == "veto"
+    assert rubric.reward.outcome_weight > 0
 
 
 def test_default_rubric_by_name_equals_the_file_by_path():
@@ -166,7 +177,8 @@ def test_default_rubric_rewards(context, expected):
 
 def test_score_only_scores_criteria_for_the_contexts_stage():
     rubric = load_rubric("default")
-    assert [s.criterion_id for s in rubric.score(ctx())] == ["valid_candidate", "novel_candidate"]
+    assert [s.criterion_id for s in rubric.score(ctx())] == [
+        "valid_candidate", "novel_candidate", "rationale_is_text", "charge_balanced", "synthesizable"]
     outcome = ctx(stage="outcome", lab_value=2.0, utility=2.0, best_utility_before=1.0)
     assert [(s.criterion_id, s.value) for s in rubric.score(outcome)] == [("improves_best", 1.0)]
     assert [c.id for c in rubric.criteria_for("dispatch")] == ["dispatch_within_budget"]
@@ -174,7 +186,9 @@ def test_score_only_scores_criteria_for_the_contexts_stage():
 
 def test_criterion_scores_carry_weight_gate_and_reason():
     rubric = load_rubric("default")
-    [valid] = rubric.score(ctx(is_valid=False, reason="SMILES 'C(' is not a valid molecule"))  # novelty: n/a
+    scores = rubric.score(ctx(is_valid=False, reason="SMILES 'C(' is not a valid molecule"))
+    assert "novel_candidate" not in {s.criterion_id for s in scores}  # no identity to be novel or not
+    [valid] = [s for s in scores if s.criterion_id == "valid_candidate"]
     assert (valid.criterion_id, valid.value, valid.weight, valid.gate) == ("valid_candidate", -1.0, 1.0, "veto")
     assert "SMILES 'C(' is not a valid molecule" in valid.reason
 
