@@ -471,3 +471,8 @@ def replay(
 
 if __name__ == "__main__":  # pragma: no cover
     app()
+
+from .cli_rewards import export_command, rewards_app  # noqa: E402
+
+app.add_typer(rewards_app, name="rewards")
+app.command("export")(export_command)

@@ -294,5 +294,8 @@ def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path) -> Path:
                    "scores only), averaged over the subjects of that step.",
     }
     index = out / "index.html"
-    index.write_text(_html(summary, len(ledger.events(campaign_id)), captions), encoding="utf-8")
+    from .report_rewards import insert_rewards_section
+
+    index.write_text(insert_rewards_section(_html(summary, len(ledger.events(campaign_id)), captions), ledger,
+                                            campaign_id), encoding="utf-8")
     return index

@@ -30,12 +30,11 @@ from ..events import (
     SlotsOffered,
 )
 from ..jobs import parse_job_key
-from ..ledger import Ledger
 from ..spec import CampaignSpec
 from ..state import CampaignState
 
-__all__ = ["LedgerView", "outlook", "reward", "reward_records", "step_summary", "stored_rewards", "trajectories",
-           "trajectory_rewards"]
+__all__ = ["LedgerView", "outlook", "recompute_rewards", "reward", "reward_records", "scored_iterations", "step_summary",
+           "stored_rewards", "trajectories", "trajectory_rewards"]
 
 
 def _install_judge_loader() -> None:
@@ -391,6 +390,26 @@ def reward(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     return {}
 
 
-def read_events(ledger: Ledger, campaign_id: str) -> list[Event]:
-    """All events of a campaign (a small helper so callers need not know the ledger's API)."""
-    return ledger.events(campaign_id)
+def scored_iterations(events: list[Event]) -> list[int]:
+    """The iterations at which the reward node ran and recorded something, in order."""
+    kinds = {Scored.type, RewardEstimated.type, RewardFinalised.type, SlotsOffered.type, RungValidated.type}
+    return sorted({e.payload["iteration"] for e in events if e.type in kinds})
+
+
+def recompute_rewards(events: list[Event], spec: CampaignSpec, rubric) -> dict[str, Any]:
+    """Every trajectory's reward recomputed from the ledger and ``rubric``: each as it stood when it became final
+    (the iteration the lab answered it or it ended), or at the last scored iteration if it is still provisional.
+
+    With the rubric the campaign ran with, this equals the stored rewards (``stored_rewards``).
+    """
+    _install_judge_loader()
+    out: dict[str, Any] = {}
+    final: set[str] = set()
+    for iteration in scored_iterations(events):
+        view = LedgerView.as_of(spec, events, iteration)
+        rewards, _ = trajectory_rewards(view, rubric, skip=final)
+        for r in rewards:
+            out[r.trajectory_id] = r
+            if r.status == "final":
+                final.add(r.trajectory_id)
+    return out
