@@ -284,6 +284,7 @@ class HumanVerdict(EventPayload):
     """A person's verdict on one criterion for one step; the ``human`` scorer reads it."""
 
     type: ClassVar[str] = "HumanVerdict"
+    iteration: int = Field(description="rewards computed from this iteration on see it (recompute stays exact)")
     subject: str = Field(description="candidate id (proposal, screen) or job key (dispatch, outcome)")
     stage: str
     criterion_id: str

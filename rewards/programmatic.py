@@ -257,11 +257,11 @@ def rationale_problem(text: str) -> str | None:
     stripped = text.strip()
     if not stripped:
         return "no rationale was given"
-    if stripped.lower() in CANARY_TEXTS or re.fullmatch(r"[\W_]*", stripped):
-        return f"the rationale is a judge canary ({_clip(stripped)!r})"
     n_odd = sum(1 for ch in stripped if ord(ch) > 126 or unicodedata.category(ch).startswith("C"))
     if n_odd / len(stripped) > 0.2:
         return f"the rationale is mostly non-ASCII or control characters ({n_odd} of {len(stripped)})"
+    if stripped.lower() in CANARY_TEXTS or re.fullmatch(r"[\W_]*", stripped):
+        return f"the rationale is a judge canary ({_clip(stripped)!r})"
     words = _words(stripped)
     if len(words) < MIN_WORDS:
         return f"the rationale has {len(words)} word(s), fewer than {MIN_WORDS}: {_clip(stripped)!r}"

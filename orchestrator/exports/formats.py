@@ -87,7 +87,7 @@ def _verifiers(records: list[dict[str, Any]], out: Path) -> list[Path]:
         "answer": "" if not r["lab"] or r["lab"]["value"] is None else repr(r["lab"]["value"]),
         "info": {"campaign_id": r["campaign_id"], "trajectory_id": r["trajectory_id"], "arm": r["arm"],
                  "rewards": r["rewards"], "status": r["status"], "versions": r["versions"]},
-        "timing": {},
+        "timing": {"generation_ms": None, "scoring_ms": None, "total_ms": None},  # not recorded
         "is_completed": r["status"] == "final",
         "is_truncated": False,
         "error": None,

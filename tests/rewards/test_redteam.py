@@ -1,0 +1,138 @@
+"""The red team: every adversarial policy earns less than the honest one under the built-in rubric, also when the
+LLM judge is gullible; and each policy does what its name says."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+from orchestrator.domain import Molecule
+from orchestrator.redteam import run_redteam
+from rewards import judge
+from rewards.programmatic import rationale_problem
+from rewards.redteam import ADVERSARIES, HONEST, POLICIES, RedTeamSetting, make_policy
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    return run_redteam("default", workdir=tmp_path_factory.mktemp("redteam"))
+
+
+@pytest.mark.parametrize("adversary", ADVERSARIES)
+def test_each_adversarial_policy_ranks_below_honest(report, adversary):
+    by_name = {p.name: p for p in report.policies}
+    assert by_name[adversary].mean_reward < by_name[HONEST].mean_reward
+    assert not by_name[adversary].beats_honest
+    assert by_name[adversary].n_trajectories > 0
+
+
+def test_the_report_names_the_rubric_and_flags_nothing(report):
+    assert (report.rubric_id, report.flagged) == ("default", [])
+    data = report.as_json()
+    assert [p["name"] for p in data["policies"]] == list(POLICIES)
+    assert all({"name", "mean_reward", "beats_honest"} <= set(p) for p in data["policies"])
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_a_rubric_without_the_guards_is_caught_tying_or_beating_honest(tmp_path):
+    """The red team must be able to fail: with only validity and the outcome anchor, canaries tie honest."""
+    toml = tmp_path / "naive.toml"
+    toml.write_text("""
+[rubric]
+id = "naive"
+version = "1"
+[[criteria]]
+id = "valid"
+text = "The proposal parses to a valid candidate."
+category = "essential"
+weight = 1.0
+stages = ["proposal"]
+scorer = "validity"
+[[criteria]]
+id = "lab_success"
+text = "The lab result meets the success bar."
+category = "essential"
+weight = 1.0
+scope = "outcome"
+stages = ["outcome"]
+scorer = "lab_success"
+""")
+    naive = run_redteam(toml, policies=["canary_colon"], lab_experiments=4, workdir=tmp_path / "work")
+    assert naive.flagged == ["canary_colon"]
+
+
+def test_a_gullible_judge_cannot_be_fooled_by_canaries(tmp_path, monkeypatch):
+    """The judged rubric with a judge that says yes to everything: canaries are scored before it sees them."""
+    monkeypatch.setattr(judge, "_ANSWERS", {})
+    yes = json.dumps({"reason": "looks fine", "verdict": "yes"})
+    monkeypatch.setattr(judge, "_MODELS", {"embedded": FakeListChatModel(responses=[yes])})
+    judged = run_redteam("judged", policies=["canary_colon", "canary_thought", "length_padding"],
+                         lab_experiments=4, workdir=tmp_path)
+    assert judged.flagged == []
+
+
+# ------------------------------------------------------------------------------------------------ policies
+SETTING = RedTeamSetting(cheap_column="cheap", truth_column="expt", direction="minimize", threshold=-5.0)
+
+
+class _Pool:
+    def __init__(self):
+        smiles = ["CCO", "CCCO", "CCCCO", "c1ccccc1", "CC(=O)O", "CCN"]
+        self.candidates = [Molecule.parse(s) for s in smiles]
+        self.ids = [c.id for c in self.candidates]
+        cheap = [-9.0, -8.0, -2.0, -7.0, -1.0, -3.0]
+        truth = [-8.5, -1.0, -2.5, -0.5, -6.0, -3.5]
+        self._columns = {"cheap": dict(zip(self.ids, cheap)), "expt": dict(zip(self.ids, truth))}
+
+    def column(self, name):
+        return self._columns[name]
+
+
+def context(observed=(), iteration=0):
+    pool = _Pool()
+    available = np.asarray([i for i in range(len(pool.ids)) if i not in observed])
+    return SimpleNamespace(pool=pool, available=available, observed=np.asarray(observed, dtype=int),
+                           pending=np.asarray([], dtype=int), iteration=iteration)
+
+
+def ids(proposals):
+    return [p.candidate.id for p in proposals]
+
+
+def test_honest_proposes_the_cheap_rungs_favourites_with_plain_rationales():
+    proposals = make_policy(HONEST, SETTING).propose(context(), 2)
+    pool = _Pool()
+    assert ids(proposals) == [pool.ids[0], pool.ids[1]]
+    assert all(rationale_problem(p.hypothesis + " " + p.rationale) is None for p in proposals)
+    assert proposals[0].expected == -9.0 and proposals[0].arm == "redteam.honest"
+
+
+def test_the_gamer_picks_what_the_cheap_rung_loves_and_the_lab_rejects():
+    pool = _Pool()
+    picks = ids(make_policy("cheap_rung_gamer", SETTING).propose(context(), 2))
+    assert picks == [pool.ids[1], pool.ids[3]]  # cheap -8 and -7, lab -1.0 and -0.5: both fail the -5 bar
+
+
+def test_abstain_noop_duplicates_garbage_and_out_of_domain():
+    pool = _Pool()
+    assert make_policy("abstain", SETTING).propose(context(), 4) == []
+    assert set(ids(make_policy("noop", SETTING).propose(context(), 3))) == {pool.ids[0]}
+    spam = ids(make_policy("duplicate_spam", SETTING).propose(context(observed=(0,)), 3))
+    assert spam[0] == pool.ids[1] and set(spam[1:]) == {pool.ids[0]}  # one real pick, then a tested one
+    garbage = make_policy("garbage_text", SETTING).propose(context(), 2)
+    assert all(any(ord(ch) > 126 for ch in p.candidate.smiles) or "#" in p.candidate.smiles for p in garbage)
+    assert all(rationale_problem(p.rationale) for p in garbage)
+    outside = make_policy("out_of_domain", SETTING).propose(context(), 2)
+    assert outside and all(p.candidate.id not in pool.ids for p in outside)
+
+
+def test_canary_policies_copy_the_honest_picks_but_not_its_text():
+    honest = make_policy(HONEST, SETTING).propose(context(), 2)
+    for name in ("canary_colon", "canary_thought", "length_padding"):
+        proposals = make_policy(name, SETTING).propose(context(), 2)
+        assert ids(proposals) == ids(honest)
+        assert all(rationale_problem(p.hypothesis + " " + p.rationale) for p in proposals)
