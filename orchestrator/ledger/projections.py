@@ -1,10 +1,15 @@
-"""Fold one event into the projection tables. The same function serves live appends and replays."""
+"""Fold one event into the projection tables. The same function serves live appends and replays.
+
+Every row the event adds or changes is stamped with the event's seq (``updated_seq``), which is what lets a reader
+fetch only the rows that changed since it last looked.
+"""
 
 from __future__ import annotations
 
 import json
 
-from sqlmodel import Session
+from sqlalchemy import event as sa_event
+from sqlalchemy.orm import Session
 
 from ..domain import objective_utility
 from ..events import (
@@ -20,7 +25,7 @@ from ..events import (
     Simulated,
 )
 from .errors import LedgerConflict
-from .tables import CampaignRow, CandidateRow, LabJobRow, ObservationRow, ScoreRow
+from .tables import PROJECTION_TABLES, CampaignRow, CandidateRow, LabJobRow, ObservationRow, ScoreRow
 
 __all__ = ["apply_event"]
 
@@ -45,7 +50,26 @@ def _utility(objective_json: str, value: float | None) -> float | None:
 
 
 def apply_event(session: Session, campaign_id: str, seq: int, payload: EventPayload) -> None:
-    """Update the projections for one event, inside the caller's transaction."""
+    """Update the projections for one event, inside the caller's transaction (which flushes after each event)."""
+    session.info[_SEQ] = seq
+    _fold(session, campaign_id, seq, payload)
+
+
+_SEQ = "closedloop_event_seq"
+
+
+@sa_event.listens_for(Session, "before_flush")
+def _stamp_updated_seq(session: Session, _flush_context, _instances) -> None:
+    """Stamp rows at flush time: the fold's own look-ups autoflush, so stamping after it would miss rows."""
+    seq = session.info.get(_SEQ)
+    if seq is None:
+        return
+    for row in (*session.new, *session.dirty):
+        if isinstance(row, PROJECTION_TABLES):
+            row.updated_seq = seq
+
+
+def _fold(session: Session, campaign_id: str, seq: int, payload: EventPayload) -> None:
     match payload:
         case CampaignStarted():
             if session.get(CampaignRow, campaign_id) is not None:

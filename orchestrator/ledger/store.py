@@ -1,5 +1,13 @@
 """The campaign ledger: an append-only event log with projections kept in the same transaction.
 
+SQLite by default (WAL, ``BEGIN IMMEDIATE``), PostgreSQL by URL (``postgresql://user:pass@host/db``, through
+psycopg 3). The schema is managed by Alembic (``orchestrator.migrations``) and migrated when a ledger is opened.
+
+Reads are incremental: the event table is append-only and every projection row records the seq of the event that
+last changed it (``updated_seq``), so a ``Ledger`` keeps what it has read and asks the database only for what is
+newer. Sequence numbers are allocated under a per-campaign lock and committed in order, so whatever a reader can see
+is always a prefix of the campaign; other writers (another worker, another process) are picked up on the next read.
+
 Example:
     >>> from orchestrator.events import CampaignStarted
     >>> ledger = Ledger.open(":memory:")
@@ -10,80 +18,154 @@ Example:
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import json
+import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import event as sa_event
-from sqlalchemy import func
-from sqlalchemy.engine import Engine
+from sqlalchemy import func, text
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlmodel import Session, create_engine, select
 
 from ..events import Event, EventPayload
 from .errors import LedgerConflict, LedgerError
 from .projections import apply_event
 from .tables import PROJECTION_TABLES, CampaignRow, CandidateRow, EventRow, LabJobRow, ObservationRow, ScoreRow
 
-__all__ = ["Ledger", "LedgerConflict", "LedgerError", "database_url"]
+__all__ = ["Ledger", "LedgerConflict", "LedgerError", "database_url", "is_postgres_url", "safe_url"]
+
+_POSTGRES_HINT = "pip install 'closedloop[postgres]'"
+_IN_CHUNK = 500
+_EVENT_COLUMNS = (EventRow.seq, EventRow.type, EventRow.schema_version, EventRow.payload, EventRow.idempotency_key,
+                  EventRow.actor, EventRow.at)
 
 
-_APPEND_ONLY_TRIGGERS = (
-    "CREATE TRIGGER IF NOT EXISTS event_no_update BEFORE UPDATE ON event "
-    "BEGIN SELECT RAISE(ABORT, 'the event table is append-only'); END",
-    "CREATE TRIGGER IF NOT EXISTS event_no_delete BEFORE DELETE ON event "
-    "BEGIN SELECT RAISE(ABORT, 'the event table is append-only'); END",
-)
+def is_postgres_url(db: str | Path | URL) -> bool:
+    text_ = str(db) if not isinstance(db, URL) else db.drivername
+    return text_.split(":", 1)[0].split("+", 1)[0] in {"postgresql", "postgres"}
 
 
 def database_url(db: str | Path) -> str:
-    """Turn a path (or ``:memory:``) into an SQLAlchemy URL; URLs pass through unchanged."""
-    text = str(db)
-    if "://" in text:
-        return text
-    if text == ":memory:":
-        return "sqlite://"
-    return f"sqlite:///{Path(text).expanduser().resolve()}"
+    """Turn a path (or ``:memory:``) into an SQLAlchemy URL. ``postgresql://`` and ``postgres://`` URLs get the
+    psycopg 3 driver (``postgresql+psycopg://``); other URLs pass through unchanged.
+
+    Example:
+        >>> database_url("postgres://me:pw@db.example/lab")
+        'postgresql+psycopg://me:pw@db.example/lab'
+    """
+    text_ = str(db)
+    if "://" not in text_:
+        return "sqlite://" if text_ == ":memory:" else f"sqlite:///{Path(text_).expanduser().resolve()}"
+    if not is_postgres_url(text_):
+        return text_
+    url = _parse(text_)
+    if url.drivername in {"postgresql", "postgres"}:
+        url = url.set(drivername="postgresql+psycopg")
+    return url.render_as_string(hide_password=False)
+
+
+def safe_url(db: str | Path | URL) -> str:
+    """A database URL fit for messages and logs: the password replaced by ``***``.
+
+    Example:
+        >>> safe_url("postgresql://me:pw@db.example/lab")
+        'postgresql://me:***@db.example/lab'
+    """
+    if isinstance(db, URL):
+        return db.render_as_string(hide_password=True)
+    if "://" not in str(db):
+        return str(db)
+    try:
+        return make_url(str(db)).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable database URL>"
+
+
+def _parse(text_: str) -> URL:
+    try:
+        return make_url(text_)
+    except ArgumentError as exc:
+        raise LedgerError(f"{safe_url(text_)!r} is not a database URL; give a file path or e.g. "
+                          "postgresql://user:password@127.0.0.1:5432/closedloop") from None
 
 
 def _canonical(payload: EventPayload) -> str:
     return json.dumps(payload.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
 
-def _to_event(row: EventRow) -> Event:
-    return Event(
-        campaign_id=row.campaign_id,
-        seq=row.seq,
-        type=row.type,
-        schema_version=row.schema_version,
-        payload=json.loads(row.payload),
-        idempotency_key=row.idempotency_key,
-        actor=row.actor,
-        at=row.at,
-    )
+def _naive_utc(moment: datetime) -> datetime:
+    """Event times read back as naive UTC on every backend (SQLite stores no offset; PostgreSQL returns one)."""
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
+
+
+def _event(campaign_id: str, row: Any) -> Event:
+    # The row was validated when it was written; constructing without validation keeps long reads cheap.
+    return Event.model_construct(campaign_id=campaign_id, seq=row.seq, type=row.type, schema_version=row.schema_version,
+                                 payload=json.loads(row.payload), idempotency_key=row.idempotency_key, actor=row.actor,
+                                 at=_naive_utc(row.at))
+
+
+@dataclass
+class _TypeCache:
+    """The events of one type of one campaign read so far, in seq order."""
+
+    events: list[Event] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _RowCache:
+    """The projection rows of one table of one campaign, and the highest ``updated_seq`` read."""
+
+    seen_seq: int = -1
+    rows: dict[tuple, Any] = field(default_factory=dict)
+    ordered: list | None = None
 
 
 class Ledger:
-    """Append-only event store plus projections, on SQLite (WAL) by default.
+    """Append-only event store plus projections, on SQLite (WAL) by default or PostgreSQL.
 
     Idempotency keys are scoped to the campaign: ``append(cid, payload, key=k)`` stores ``f"{cid}:{k}"``. Appending
     an existing key with the same payload returns the stored event; with a different payload it raises
     ``LedgerConflict``, which is how a non-deterministic resume is caught.
+
+    Events and projection rows returned by the read methods are shared with the ledger's read cache: treat them as
+    read-only.
     """
 
-    def __init__(self, engine: Engine, url: str):
+    def __init__(self, engine: Engine, url: str | None = None, *, migrate: bool = True):
         self.engine = engine
-        self.url = url
-        SQLModel.metadata.create_all(engine, tables=[EventRow.__table__, *(t.__table__ for t in PROJECTION_TABLES)])
-        if engine.dialect.name == "sqlite":
-            with engine.begin() as conn:
-                for statement in _APPEND_ONLY_TRIGGERS:
-                    conn.exec_driver_sql(statement)
+        if migrate:
+            from ..migrations import upgrade
+
+            try:
+                upgrade(engine)
+            except OperationalError as exc:
+                raise LedgerError(f"cannot open the ledger database {self.url}: {exc.orig or exc}") from None
+        self._lock = threading.RLock()
+        self._events: dict[tuple[str, str], _TypeCache] = {}
+        self._rows: dict[tuple[type, str], _RowCache] = {}
+
+    @property
+    def url(self) -> str:
+        """The database URL with any password masked (safe to print)."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
 
     @classmethod
-    def open(cls, db: str | Path) -> Ledger:
-        """Open (creating if needed) the ledger at a path, ``:memory:`` or an SQLAlchemy URL."""
+    def open(cls, db: str | Path, *, migrate: bool = True) -> Ledger:
+        """Open (creating and migrating if needed) the ledger at a path, ``:memory:`` or a database URL."""
         url = database_url(db)
         if url.startswith("sqlite"):
             if url == "sqlite://":
@@ -95,8 +177,8 @@ class Ledger:
                 engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
             _configure_sqlite(engine, is_file=url != "sqlite://")
         else:
-            engine = create_engine(url, pool_pre_ping=True)
-        return cls(engine, url)
+            engine = _create_server_engine(url)
+        return cls(engine, migrate=migrate)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -117,35 +199,35 @@ class Ledger:
 
         An item is ``(payload, key)``, recorded with ``actor`` and the current time, or ``(payload, key, actor, at)``,
         which keeps an envelope recorded elsewhere (a JSONL import).
+
+        Concurrent writers to one campaign (threads, processes, workers on other machines) are serialised: SQLite by
+        ``BEGIN IMMEDIATE``, PostgreSQL by a transaction-level advisory lock on the campaign id. Sequence numbers are
+        therefore gap-free and committed in order, and an idempotency key cannot be taken twice.
         """
+        if not items:
+            return []
         out: list[Event] = []
         with Session(self.engine) as session:
+            self._lock_campaign(session, campaign_id)
             next_seq = (
                 session.exec(select(func.max(EventRow.seq)).where(EventRow.campaign_id == campaign_id)).one() or 0
             ) + 1
-            for payload, key, *envelope in items:
+            full_keys = [f"{campaign_id}:{item[1]}" for item in items]
+            existing = self._existing(session, full_keys)
+            for (payload, _key, *envelope), full_key in zip(items, full_keys, strict=True):
                 item_actor, item_at = envelope if envelope else (actor, datetime.now(UTC))
-                full_key = f"{campaign_id}:{key}"
-                text = _canonical(payload)
-                existing = session.exec(select(EventRow).where(EventRow.idempotency_key == full_key)).first()
-                if existing is not None:
-                    if existing.type != payload.type or existing.payload != text:
-                        stored, new = json.loads(existing.payload), json.loads(text)
-                        differing = {k: (stored.get(k), new.get(k)) for k in sorted(set(stored) | set(new))
-                                     if stored.get(k) != new.get(k)}
-                        raise LedgerConflict(
-                            f"idempotency key {full_key!r} already holds a different {existing.type} event "
-                            f"(seq {existing.seq}); the step that wrote it is not deterministic. "
-                            f"Differing fields (stored, new): {differing}"
-                        )
-                    out.append(_to_event(existing))
+                canonical = _canonical(payload)
+                stored = existing.get(full_key)
+                if stored is not None:
+                    _check_same(stored, payload.type, canonical, full_key)
+                    out.append(_event(campaign_id, stored))
                     continue
                 row = EventRow(
                     campaign_id=campaign_id,
                     seq=next_seq,
                     type=payload.type,
                     schema_version=payload.schema_version,
-                    payload=text,
+                    payload=canonical,
                     idempotency_key=full_key,
                     actor=item_actor,
                     at=item_at,
@@ -154,21 +236,74 @@ class Ledger:
                 session.flush()
                 apply_event(session, campaign_id, next_seq, payload)
                 session.flush()
-                out.append(_to_event(row))
+                existing[full_key] = row
+                out.append(_event(campaign_id, row))
                 next_seq += 1
             session.commit()
         return out
+
+    def _lock_campaign(self, session: Session, campaign_id: str) -> None:
+        if self.is_postgres:
+            session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:cid, 0))"), {"cid": campaign_id})
+        # SQLite: the session's first statement opened BEGIN IMMEDIATE, which already excludes other writers.
+
+    @staticmethod
+    def _existing(session: Session, full_keys: list[str]) -> dict[str, EventRow]:
+        found: dict[str, EventRow] = {}
+        unique = list(dict.fromkeys(full_keys))
+        for start in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[start:start + _IN_CHUNK]
+            for row in session.exec(select(EventRow).where(EventRow.idempotency_key.in_(chunk))):
+                found[row.idempotency_key] = row
+        return found
 
     # ----------------------------------------------------------------------------------------------- reading
     def events(
         self, campaign_id: str, *, types: Iterable[str] | None = None, after_seq: int = 0
     ) -> list[Event]:
-        """Events of a campaign in seq order, optionally filtered by type."""
+        """Events of a campaign in seq order, optionally filtered by type.
+
+        Typed reads are incremental: only events newer than the last read of that type are fetched.
+        """
+        if types is None:
+            return self._query_events(campaign_id, after_seq=after_seq)
+        lists = []
+        with self._lock:
+            for event_type in dict.fromkeys(types):
+                cache = self._refresh_type(campaign_id, event_type)
+                start = bisect.bisect_right(cache.seqs, after_seq)
+                lists.append(cache.events[start:])
+        if len(lists) == 1:
+            return lists[0]
+        return list(heapq.merge(*lists, key=lambda e: e.seq))
+
+    def _refresh_type(self, campaign_id: str, event_type: str) -> _TypeCache:
+        cache = self._events.setdefault((campaign_id, event_type), _TypeCache())
+        after = cache.seqs[-1] if cache.seqs else 0
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(*_EVENT_COLUMNS)
+                .where(EventRow.campaign_id == campaign_id, EventRow.type == event_type, EventRow.seq > after)
+                .order_by(EventRow.seq)
+            ).all()
+        for row in rows:
+            cache.events.append(_event(campaign_id, row))
+            cache.seqs.append(row.seq)
+        return cache
+
+    def _query_events(self, campaign_id: str, *, after_seq: int = 0) -> list[Event]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(*_EVENT_COLUMNS)
+                .where(EventRow.campaign_id == campaign_id, EventRow.seq > after_seq)
+                .order_by(EventRow.seq)
+            ).all()
+        return [_event(campaign_id, row) for row in rows]
+
+    def n_events(self, campaign_id: str) -> int:
+        """How many events a campaign has (its last seq)."""
         with Session(self.engine) as session:
-            query = select(EventRow).where(EventRow.campaign_id == campaign_id, EventRow.seq > after_seq)
-            if types is not None:
-                query = query.where(EventRow.type.in_(list(types)))
-            return [_to_event(row) for row in session.exec(query.order_by(EventRow.seq))]
+            return session.exec(select(func.max(EventRow.seq)).where(EventRow.campaign_id == campaign_id)).one() or 0
 
     def campaign(self, campaign_id: str) -> CampaignRow:
         with Session(self.engine) as session:
@@ -187,7 +322,25 @@ class Ledger:
             return list(session.exec(select(EventRow.campaign_id).distinct().order_by(EventRow.campaign_id)))
 
     def rows(self, table: type, campaign_id: str) -> list:
-        """All projection rows of one table for a campaign, in primary-key order."""
+        """All projection rows of one table for a campaign, in primary-key order (incrementally refreshed)."""
+        if table is CampaignRow:
+            return self.stored_rows(table, campaign_id)
+        with self._lock:
+            cache = self._rows.setdefault((table, campaign_id), _RowCache())
+            pk = [c.name for c in table.__table__.primary_key.columns]
+            with Session(self.engine) as session:
+                changed = list(session.exec(
+                    select(table).where(table.campaign_id == campaign_id, table.updated_seq > cache.seen_seq)
+                ))
+            for row in changed:
+                cache.rows[tuple(getattr(row, name) for name in pk)] = row
+                cache.seen_seq = max(cache.seen_seq, row.updated_seq)
+            if changed or cache.ordered is None:
+                cache.ordered = [cache.rows[k] for k in sorted(cache.rows)]
+            return list(cache.ordered)
+
+    def stored_rows(self, table: type, campaign_id: str) -> list:
+        """Projection rows read straight from the database, bypassing the read cache (``verify`` uses this)."""
         with Session(self.engine) as session:
             pk = [c for c in table.__table__.primary_key.columns]
             column = CampaignRow.id if table is CampaignRow else table.campaign_id
@@ -204,6 +357,32 @@ class Ledger:
 
     def scores(self, campaign_id: str) -> list[ScoreRow]:
         return self.rows(ScoreRow, campaign_id)
+
+
+def _check_same(stored: EventRow, event_type: str, canonical: str, full_key: str) -> None:
+    if stored.type == event_type and stored.payload == canonical:
+        return
+    old, new = json.loads(stored.payload), json.loads(canonical)
+    differing = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
+    raise LedgerConflict(
+        f"idempotency key {full_key!r} already holds a different {stored.type} event (seq {stored.seq}); the step "
+        f"that wrote it is not deterministic. Differing fields (stored, new): {differing}"
+    )
+
+
+def _create_server_engine(url: str) -> Engine:
+    """An engine for a database server. PostgreSQL sessions run in UTC, so event times read back unchanged."""
+    parsed = _parse(url)
+    connect_args: dict[str, Any] = {}
+    if parsed.get_backend_name() == "postgresql":
+        connect_args["options"] = "-c timezone=UTC"
+    try:
+        return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    except ModuleNotFoundError as exc:
+        hint = _POSTGRES_HINT if parsed.get_backend_name() == "postgresql" else f"install the {exc.name!r} driver"
+        raise LedgerError(f"the database driver for {safe_url(parsed)} is not installed ({exc.name}); {hint}") from None
+    except ArgumentError as exc:
+        raise LedgerError(f"cannot use {safe_url(parsed)} as a ledger database: {exc}") from None
 
 
 def _configure_sqlite(engine: Engine, *, is_file: bool) -> None:

@@ -1,14 +1,18 @@
 """SQLModel tables: the append-only ``event`` table and the projections folded from it.
 
 Projections (``campaign``, ``candidate``, ``observation``, ``lab_job``, ``score``) are written in the same
-transaction as the event that changes them, and can always be rebuilt from the events alone.
+transaction as the event that changes them, and can always be rebuilt from the events alone. Each projection row
+records the seq of the event that last changed it (``updated_seq``), so readers can fetch only what changed.
+
+The schema is created and migrated by Alembic (``orchestrator/migrations``); a test checks that the migrations
+produce exactly these models.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 __all__ = [
@@ -29,6 +33,7 @@ class EventRow(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("campaign_id", "seq", name="uq_event_campaign_seq"),
         UniqueConstraint("idempotency_key", name="uq_event_idempotency_key"),
+        Index("ix_event_campaign_type_seq", "campaign_id", "type", "seq"),
     )
     id: int | None = Field(default=None, primary_key=True)
     campaign_id: str = Field(index=True)
@@ -43,6 +48,7 @@ class EventRow(SQLModel, table=True):
 
 class CampaignRow(SQLModel, table=True):
     __tablename__ = "campaign"
+    __table_args__ = (Index("ix_campaign_updated", "id", "updated_seq"),)
     id: str = Field(primary_key=True)
     name: str
     seed: int
@@ -54,10 +60,12 @@ class CampaignRow(SQLModel, table=True):
     started_seq: int = 0
     objective: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"),
                            description="objective spec JSON, to keep the best result current")
+    updated_seq: int = Field(default=0, description="seq of the event that last changed this row")
 
 
 class CandidateRow(SQLModel, table=True):
     __tablename__ = "candidate"
+    __table_args__ = (Index("ix_candidate_updated", "campaign_id", "updated_seq"),)
     campaign_id: str = Field(primary_key=True)
     candidate_id: str = Field(primary_key=True)
     kind: str
@@ -67,10 +75,12 @@ class CandidateRow(SQLModel, table=True):
     status: str = Field(description="proposed | rejected | screened | held | skipped | dispatched | observed | failed")
     highest_rung: str | None = None
     first_seq: int
+    updated_seq: int = Field(default=0, description="seq of the event that last changed this row")
 
 
 class ObservationRow(SQLModel, table=True):
     __tablename__ = "observation"
+    __table_args__ = (Index("ix_observation_updated", "campaign_id", "updated_seq"),)
     campaign_id: str = Field(primary_key=True)
     seq: int = Field(primary_key=True)
     candidate_id: str = Field(index=True)
@@ -84,10 +94,12 @@ class ObservationRow(SQLModel, table=True):
     cost_s: float = 0.0
     provenance: str = "lab"
     sim_time_s: float | None = None
+    updated_seq: int = Field(default=0, description="seq of the event that last changed this row")
 
 
 class LabJobRow(SQLModel, table=True):
     __tablename__ = "lab_job"
+    __table_args__ = (Index("ix_lab_job_updated", "campaign_id", "updated_seq"),)
     campaign_id: str = Field(primary_key=True)
     job_key: str = Field(primary_key=True)
     candidate_id: str
@@ -100,10 +112,12 @@ class LabJobRow(SQLModel, table=True):
     submitted_s: float
     completed_s: float | None = None
     value: float | None = None
+    updated_seq: int = Field(default=0, description="seq of the event that last changed this row")
 
 
 class ScoreRow(SQLModel, table=True):
     __tablename__ = "score"
+    __table_args__ = (Index("ix_score_updated", "campaign_id", "updated_seq"),)
     campaign_id: str = Field(primary_key=True)
     seq: int = Field(primary_key=True)
     iteration: int
@@ -116,6 +130,7 @@ class ScoreRow(SQLModel, table=True):
     weight: float
     is_provisional: bool
     superseded_by_seq: int | None = None
+    updated_seq: int = Field(default=0, description="seq of the event that last changed this row")
 
 
 PROJECTION_TABLES: tuple[type[SQLModel], ...] = (CampaignRow, CandidateRow, ObservationRow, LabJobRow, ScoreRow)
