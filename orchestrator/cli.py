@@ -472,6 +472,10 @@ def replay(
 if __name__ == "__main__":  # pragma: no cover
     app()
 
+from .cli_bench import bench  # noqa: E402
+
+app.command("bench")(bench)
+
 from .cli_rewards import export_command, rewards_app  # noqa: E402
 
 app.add_typer(rewards_app, name="rewards")

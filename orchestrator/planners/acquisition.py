@@ -98,6 +98,9 @@ def select_batch(
     q: int,
     *,
     pending: np.ndarray | None = None,
+    offset_pool: np.ndarray | None = None,
+    offset_pending: np.ndarray | None = None,
+    incumbent: float | None = None,
 ) -> tuple[list[int], list[float]]:
     """Pick q distinct pool rows by log-EI with the Kriging believer, aware of pending experiments.
 
@@ -113,6 +116,10 @@ def select_batch(
         X_pool: candidate features, shape (n_pool, n_features); rows already pending should be left out.
         q: batch size, at most n_pool.
         pending: features of dispatched but unobserved experiments, shape (n_pending, n_features).
+        offset_pool: a prior mean added to the surrogate's mean over the pool, shape (n_pool,), y units. With it the
+            surrogate models residuals (``y_train`` = observed − prior) and EI is taken on prior + residual.
+        offset_pending: the same prior at the pending rows, shape (n_pending,); needed with both pending and offset.
+        incumbent: the value to improve on; default max(y_train) (pass max(observed) when y_train are residuals).
 
     Returns:
         Pool indices in pick order and their log-EI values (y units) at pick time.
@@ -137,11 +144,20 @@ def select_batch(
     if not 1 <= q <= len(X_pool):
         raise SetupError(f"{q=} must be between 1 and the pool size {len(X_pool)}; shrink the batch or grow the pool")
     y_train = np.asarray(y_train, dtype=float)
+    offset = np.zeros(len(X_pool)) if offset_pool is None else np.asarray(offset_pool, dtype=float)
+    if offset.shape != (len(X_pool),):
+        raise SetupError(f"offset_pool has shape {offset.shape}; expected ({len(X_pool)},), one prior mean per pool row")
     posterior = _posterior_on(surrogate, X_train, y_train)
-    best = float(np.max(y_train)) if y_train.size else -math.inf
+    if incumbent is not None:
+        best = float(incumbent)
+    else:
+        best = float(np.max(y_train)) if y_train.size else -math.inf
     if pending is not None and len(pending):
         pending = np.asarray(pending, dtype=float)
-        best = max(best, float(np.max(posterior.predict(pending)[0])))
+        if offset_pool is not None and offset_pending is None:
+            raise SetupError("pending experiments with a prior mean need offset_pending, the prior at the pending rows")
+        pending_offset = 0.0 if offset_pending is None else np.asarray(offset_pending, dtype=float)
+        best = max(best, float(np.max(posterior.predict(pending)[0] + pending_offset)))
         posterior = posterior.fantasize(pending)
 
     pool = posterior.pool_posterior(X_pool)
@@ -152,13 +168,13 @@ def select_batch(
     for _ in range(q):
         # Work in standardised units, where the variance floor means the same thing for every objective.
         sd_std = np.sqrt(np.maximum((pool.sd / y_sd) ** 2, _MIN_VARIANCE))
-        scores = log_expected_improvement(pool.mean / y_sd, sd_std, best / y_sd) + math.log(y_sd)
+        scores = log_expected_improvement((pool.mean + offset) / y_sd, sd_std, best / y_sd) + math.log(y_sd)
         scores[is_picked] = -np.inf
         index = int(np.argmax(scores))  # ties and an all -inf pool resolve to the lowest index
         indices.append(index)
         values.append(float(scores[index]))
         is_picked[index] = True
-        best = max(best, float(pool.mean[index]))
+        best = max(best, float(pool.mean[index] + offset[index]))
         if len(indices) < q:
             pool.add_fantasy(index)
     return indices, values

@@ -1,8 +1,13 @@
-"""The Bayesian-optimisation arm: a pyro-ppl GP with pending-aware batch log-EI (Kriging believer)."""
+"""The Bayesian-optimisation arm: a pyro-ppl GP with pending-aware batch log-EI (Kriging believer).
+
+With a ``prior_mean`` (for example a cheap rung calibrated against the lab), the GP models the lab utility's residual
+from that prior, and expected improvement is taken on prior + residual: the multi-fidelity mean-function form of
+co-kriging (Kennedy & O'Hagan, 2000) with the calibration playing the role of the scale factor.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -10,7 +15,15 @@ from ..domain import Proposal
 from .base import PlanningContext
 from .random_arm import RandomPlanner
 
-__all__ = ["BOPlanner", "choose_kernel", "fit_surrogate_state"]
+__all__ = ["BOPlanner", "PriorMean", "choose_kernel", "fit_surrogate_state"]
+
+
+class PriorMean(Protocol):
+    """A prior belief about every pool row's lab utility, from what is known before the lab answers."""
+
+    def __call__(self, context: PlanningContext) -> np.ndarray | None:
+        """Prior utility per pool row, shape (n_pool,), in utility units; None when there is no prior (yet)."""
+        ...
 
 
 def choose_kernel(kind: str, requested: str) -> str:
@@ -31,9 +44,22 @@ class BOPlanner:
     """Proposes the batch that maximises log expected improvement, treating pending jobs as fantasies.
 
     Until the surrogate has been fitted (``n_initial`` lab results), it proposes a random initial design.
+
+    Args:
+        prior_mean: optional prior utility per pool row; the surrogate state must then be fitted on
+            ``training_targets(context)`` (the residuals), not on the raw utilities.
     """
 
     name = "bo"
+
+    def __init__(self, prior_mean: PriorMean | None = None):
+        self.prior_mean = prior_mean
+
+    def training_targets(self, context: PlanningContext) -> np.ndarray:
+        """What the surrogate is fitted on: lab utilities, minus the prior mean when there is one."""
+        prior = self.prior_mean(context) if self.prior_mean is not None else None
+        utilities = np.asarray(context.utilities, dtype=float)
+        return utilities if prior is None else utilities - prior[np.asarray(context.observed, dtype=int)]
 
     def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
         n = min(n, len(context.available))
@@ -48,13 +74,19 @@ class BOPlanner:
         from .surrogate import GPSurrogate
 
         X = context.pool.features
-        X_train, y_train = X[context.observed], context.utilities
+        prior = self.prior_mean(context) if self.prior_mean is not None else None
+        X_train, y_train = X[context.observed], self.training_targets(context)
         surrogate = GPSurrogate.from_hyperparameters(X_train, y_train, context.surrogate_state)
         pending = X[context.pending] if len(context.pending) else None
-        picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n, pending=pending)
+        offsets = {} if prior is None else {"offset_pool": prior[context.available],
+                                            "offset_pending": prior[context.pending] if len(context.pending) else None}
+        best = float(np.max(context.utilities))
+        picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n, pending=pending,
+                                     incumbent=best, **offsets)
         chosen = context.available[np.asarray(picks, dtype=int)]
         mean, sd = surrogate.predict(X[chosen])
-        best = float(np.max(y_train))
+        if prior is not None:
+            mean = mean + prior[chosen]
         proposals = []
         for index, acq, mu, sigma in zip(chosen, log_ei, mean, sd, strict=True):
             proposals.append(

@@ -1,8 +1,9 @@
 """Gaussian-process surrogate for the ``bo`` planner arm, built on ``pyro.contrib.gp``.
 
 The surrogate standardises y, fits the kernel variance, the lengthscale (``matern52`` only, isotropic) and the
-noise variance by maximising the marginal likelihood with Adam in float64, and keeps those hyperparameters as
-plain floats. Every posterior, the fitted one included, is built from those floats by one code path, so
+noise variance by maximising the exact marginal likelihood in float64 (Adam on pyro's unconstrained parameters, the
+loss evaluated in closed form rather than through pyro's ELBO, which is the same objective; L-BFGS on request), and
+keeps those hyperparameters as plain floats. Every posterior, the fitted one included, is built from those floats by one code path, so
 ``GPSurrogate.from_hyperparameters`` reproduces a fitted surrogate's predictions bit for bit, and fantasies
 (Kriging-believer batches, pending experiments) reuse the hyperparameters without refitting.
 
@@ -223,6 +224,7 @@ class GPSurrogate:
         kernel: KernelName = "matern52",
         seed: int = 0,
         n_steps: int = 200,
+        optimizer: Literal["adam", "lbfgs"] = "adam",
     ) -> GPSurrogate:
         """Fit hyperparameters by maximising the marginal likelihood and return the posterior.
 
@@ -235,7 +237,10 @@ class GPSurrogate:
             kernel: ``"matern52"`` (isotropic) or ``"tanimoto"`` (non-negative features).
             seed: seeds torch and pyro (and clears pyro's param store) so that the fit is reproducible; the
                 global random generators of Python, NumPy and torch are restored afterwards.
-            n_steps: Adam steps on the negative log marginal likelihood.
+            n_steps: optimiser iterations on the negative log marginal likelihood (L-BFGS iterations, or Adam
+                steps).
+            optimizer: ``"adam"`` (default; learning rate 0.05) or ``"lbfgs"`` (strong-Wolfe line search; converges
+                in tens of evaluations, and may find a sharper optimum than 200 Adam steps on tiny data sets).
 
         Raises:
             SetupError: for bad shapes, non-finite values, negative features with ``tanimoto``, or no torch/pyro.
@@ -253,6 +258,8 @@ class GPSurrogate:
         y = _as_targets(y, X.shape[0])
         if kernel not in ("matern52", "tanimoto"):
             raise SetupError(f"{kernel=} is not a known surrogate kernel; use 'matern52' or 'tanimoto'")
+        if optimizer not in ("lbfgs", "adam"):
+            raise SetupError(f"{optimizer=} is not a known optimiser; use 'lbfgs' or 'adam'")
         if kernel == "tanimoto" and np.any(X < 0):
             raise SetupError("the tanimoto kernel needs non-negative features (fingerprints); use kernel='matern52'")
 
@@ -272,7 +279,8 @@ class GPSurrogate:
         if kernel == "matern52":
             hyper["lengthscale"] = _default_lengthscale(X)
         if X.shape[0] >= 2 and not is_constant:
-            fitted = _optimise(torch, pyro, gp, X, (y - y_mean) / hyper["y_sd"], hyper, seed=seed, n_steps=n_steps)
+            fitted = _optimise(torch, pyro, gp, X, (y - y_mean) / hyper["y_sd"], hyper, seed=seed, n_steps=n_steps,
+                               optimizer=optimizer)
             if fitted is None:
                 warnings.warn(
                     "GP hyperparameter optimisation failed numerically; using default hyperparameters "
@@ -448,13 +456,52 @@ def _restoring_global_rngs(torch):
         torch.set_rng_state(states[2])
 
 
-def _optimise(torch, pyro, gp, X: np.ndarray, y_std: np.ndarray, init: dict[str, Any], *, seed: int, n_steps: int):
+def _optimise(torch, pyro, gp, X: np.ndarray, y_std: np.ndarray, init: dict[str, Any], *, seed: int, n_steps: int,
+              optimizer: str = "adam"):
     """Maximise the marginal likelihood from ``init``; return the fitted floats, or None on numerical failure."""
     with _restoring_global_rngs(torch):
-        return _optimise_seeded(torch, pyro, gp, X, y_std, init, seed=seed, n_steps=n_steps)
+        return _optimise_seeded(torch, pyro, gp, X, y_std, init, seed=seed, n_steps=n_steps, optimizer=optimizer)
 
 
-def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int):
+def _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter: float):
+    """-log N(y | 0, K + (noise + jitter)·I) of pyro's ``GPRegression`` in closed form (it has no priors or latents)."""
+    n = X_t.size(0)
+    K = model.kernel(X_t) + (model.noise + jitter) * torch.eye(n, dtype=X_t.dtype)
+    L = torch.linalg.cholesky(K)
+    alpha = torch.cholesky_solve(y_t[:, None], L)
+    return 0.5 * (y_t[:, None] * alpha).sum() + torch.log(torch.diagonal(L)).sum() + 0.5 * n * math.log(2 * math.pi)
+
+
+def _train_lbfgs(torch, model, X_t, y_t, jitter: float, n_steps: int) -> list[float]:
+    optimizer = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=n_steps, line_search_fn="strong_wolfe",
+                                  tolerance_grad=1e-6, tolerance_change=1e-9)
+    losses: list[float] = []
+
+    def closure():
+        optimizer.zero_grad()
+        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter)
+        loss.backward()
+        losses.append(float(loss.detach()))
+        return loss
+
+    optimizer.step(closure)
+    return losses
+
+
+def _train_adam(torch, model, X_t, y_t, jitter: float, n_steps: int) -> list[float]:
+    """The steps of ``pyro.contrib.gp.util.train`` on the same loss, without pyro's trace machinery (~15× faster)."""
+    adam = torch.optim.Adam(model.parameters(), lr=_LEARNING_RATE)
+    losses = []
+    for _ in range(n_steps):
+        adam.zero_grad()
+        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter)
+        loss.backward()
+        adam.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int, optimizer: str = "adam"):
     from torch.distributions import constraints
 
     for jitter in _JITTERS:
@@ -468,9 +515,11 @@ def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int
         model.noise = gp.parameterized.PyroParam(
             torch.tensor(init["noise"], dtype=torch.float64), constraints.greater_than(_NOISE_FLOOR)
         )
-        optimizer = torch.optim.Adam(model.parameters(), lr=_LEARNING_RATE)
         try:
-            losses = gp.util.train(model, optimizer=optimizer, num_steps=n_steps)
+            if optimizer == "lbfgs":
+                losses = _train_lbfgs(torch, model, X_t, y_t, jitter, n_steps)
+            else:
+                losses = _train_adam(torch, model, X_t, y_t, jitter, n_steps)
         except (RuntimeError, ValueError):  # torch.linalg.LinAlgError is a RuntimeError
             continue
         if not all(math.isfinite(loss) for loss in losses):

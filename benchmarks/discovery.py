@@ -1,0 +1,136 @@
+"""Discovery efficiency on public data: every arm, 20 seeds per cell, written to benchmarks/RESULTS.md.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.discovery                 # everything (about an hour here)
+    .venv/bin/python -m benchmarks.discovery --only freesolv --arms bo,bo-sf   # re-run some cells, merge, re-render
+    .venv/bin/python -m benchmarks.discovery --render                          # only re-render RESULTS.md
+
+Each dataset is one ``closedloop bench`` configuration (``DATASETS``; the equivalent command line is printed in
+RESULTS.md). Results go to ``benchmarks/results/discovery_<name>.json``; a re-run of some arms replaces those arms'
+runs and keeps the others. The data are copies of the public files in ``benchmarks/data/<name>/`` with their
+SOURCE.txt, so a fresh clone can run this without ``/work/shared``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from benchmarks.discovery_report import render
+
+ROOT = Path(__file__).resolve().parent
+DATA = ROOT / "data"
+RESULTS = ROOT / "results"
+PV = DATA / "pvlab_benchmarking_liang"
+LAB_COST_S = 86400.0  # one lab-day per experiment, synthesis or preparation included (a nominal, stated cost)
+SEEDS, BUDGET, BATCH = 20, 50, 5
+
+DATASETS: dict[str, dict] = {
+    "freesolv": dict(pool=DATA / "freesolv/FreeSolv_gauche.csv", id_cols=["smiles"],
+                     objective="target:expt:-12:0.5", rungs=["gaff=calc:3600"],
+                     title="FreeSolv hydration free energy, target −12 ± 0.5 kcal/mol; GAFF `calc` as a rung (1 CPU-h)"),
+    "buchwald_hartwig": dict(pool=DATA / "buchwald_hartwig_ahneman/experiment_index.csv",
+                             id_cols=["Aryl_halide_SMILES", "Additive_SMILES", "Base_SMILES", "Ligand_SMILES"],
+                             objective="maximize:yield", rungs=[],
+                             title="Buchwald–Hartwig C–N coupling (Ahneman 2018), maximize yield"),
+    "bandgap": dict(pool=DATA / "bandgap_expt_vs_pbe/expt_vs_pbe_bandgap_pairs.csv", id_cols=["composition"],
+                    objective="target:expt_gap_eV_median:1.4:0.1", rungs=["pbe=pbe_gap_eV_MP:3600"],
+                    title="Experimental band gap, target 1.4 ± 0.1 eV; Materials Project PBE gap as a rung (1 CPU-h)"),
+    "esol": dict(pool=DATA / "esol_delaney/ESOL_delaney.csv", id_cols=["smiles"],
+                 objective="maximize:measured log solubility in mols per litre",
+                 rungs=["esol=ESOL predicted log solubility in mols per litre:0.01"],
+                 title="ESOL aqueous solubility, maximize log S; Delaney's ESOL model as a rung (0.01 s)"),
+    "crossed_barrel": dict(pool=PV / "Crossed_barrel_dataset.csv", id_cols=["n", "theta", "r", "t"],
+                           objective="maximize:toughness", rungs=[], title="PV-Lab crossed barrel, maximize toughness"),
+    "p3ht": dict(pool=PV / "P3HT_dataset.csv",
+                 id_cols=["P3HT content (%)", "D1 content (%)", "D2 content (%)", "D6 content (%)", "D8 content (%)"],
+                 objective="maximize:Conductivity (measured) (S/cm)", rungs=[],
+                 title="PV-Lab P3HT/CNT films, maximize conductivity"),
+    "agnp": dict(pool=PV / "AgNP_dataset.csv", id_cols=["QAgNO3(%)", "Qpva(%)", "Qtsc(%)", "Qseed(%)", "Qtot(uL/min)"],
+                 objective="minimize:loss", rungs=[], title="PV-Lab silver nanoparticles, minimize spectral loss"),
+    "perovskite": dict(pool=PV / "Perovskite_dataset.csv", id_cols=["CsPbI", "FAPbI", "MAPbI"],
+                       objective="minimize:Instability index", rungs=[],
+                       title="PV-Lab perovskite films, minimize instability index"),
+    "autoam": dict(pool=PV / "AutoAM_dataset.csv",
+                   id_cols=["Prime Delay", "Print Speed", "X Offset Correction", "Y Offset Correction"],
+                   objective="maximize:Score", rungs=[], title="PV-Lab AutoAM 3D printing, maximize score"),
+}
+LLM_SUBSET = ("perovskite",)  # the llm arm costs seconds per step; run separately: --only perovskite --arms llm
+
+
+def default_arms(name: str) -> list[str]:
+    arms = ["random", "bo", "botorch"]
+    if DATASETS[name]["rungs"]:
+        arms += ["bo-sf", "cheap-first"]
+    if name in LLM_SUBSET:
+        arms.append("llm")
+    return arms
+
+
+def command_line(name: str, arms: list[str], seeds: int = SEEDS) -> str:
+    d = DATASETS[name]
+    parts = ["closedloop", "bench", "--pool", str(Path(d["pool"]).relative_to(ROOT.parent)),
+             "--id-cols", ",".join(d["id_cols"]), "--objective", d["objective"]]
+    for rung in d["rungs"]:
+        parts += ["--rung", rung]
+    parts += ["--lab-budget", str(BUDGET), "--seeds", str(seeds), "--arms", ",".join(arms), "--batch", str(BATCH),
+              "--lab-cost-s", f"{LAB_COST_S:g}", "--json", f"benchmarks/results/discovery_{name}.json"]
+    return shlex.join(parts)
+
+
+def run_dataset(name: str, arms: list[str], seeds: int, workers: int) -> dict:
+    from orchestrator.bench import BenchConfig, parse_rung, run_bench
+
+    d = DATASETS[name]
+    config = BenchConfig(pool=str(d["pool"]), id_cols=tuple(d["id_cols"]), objective=d["objective"],
+                         rungs=tuple(parse_rung(r) for r in d["rungs"]), lab_budget=BUDGET, seeds=seeds,
+                         arms=tuple(arms), batch=BATCH, lab_cost_s=LAB_COST_S, workers=workers)
+    return run_bench(config)
+
+
+def merge(old: dict | None, new: dict) -> dict:
+    """Keep the old report's arms that were not re-run, and recompute the summary over all runs."""
+    if old is None:
+        return new
+    from orchestrator.bench import BenchConfig, load_problem, summarise_runs
+    from orchestrator.bench.arms import RunRecord
+
+    rerun = set(new["config"]["arms"])
+    runs = [r for r in old["runs"] if r["arm"] not in rerun] + new["runs"]
+    arms = [a for a in old["config"]["arms"] if a not in rerun] + list(new["config"]["arms"])
+    config = BenchConfig.model_validate({**new["config"], "arms": arms})
+    records = [RunRecord(arm=r["arm"], seed=r["seed"], order=r["order"], wall_s=r["wall_s"],
+                         rung_cost_s=r["rung_cost_s"], notes=r["notes"]) for r in runs]
+    problem = load_problem(config)
+    for record in records:
+        record.n_rung_evaluations = int(record.rung_cost_s > 0) and len(problem) * len(config.rungs)
+    report = summarise_runs(problem, records)
+    report["wall_s_total"] = old.get("wall_s_total", 0.0) + new.get("wall_s_total", 0.0)
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*", default=None, help="datasets to run (default: all)")
+    parser.add_argument("--arms", default=None, help="comma-separated arms (default: each dataset's set)")
+    parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--render", action="store_true", help="only re-render RESULTS.md from the JSON files")
+    args = parser.parse_args(argv)
+    RESULTS.mkdir(exist_ok=True)
+    if not args.render:
+        for name in args.only or list(DATASETS):
+            arms = args.arms.split(",") if args.arms else default_arms(name)
+            arms = [a for a in arms if a != "cheap-first" or DATASETS[name]["rungs"]]
+            print(f"== {name}: {command_line(name, arms, args.seeds)}", file=sys.stderr, flush=True)
+            path = RESULTS / f"discovery_{name}.json"
+            old = json.loads(path.read_text()) if path.exists() else None
+            report = merge(old, run_dataset(name, arms, args.seeds, args.workers))
+            path.write_text(json.dumps(report, indent=1) + "\n")
+    render(RESULTS, ROOT / "RESULTS.md", DATASETS, command_line)
+
+
+if __name__ == "__main__":
+    main()

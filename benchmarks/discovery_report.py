@@ -1,0 +1,55 @@
+"""Render benchmarks/RESULTS.md from benchmarks/results/discovery_*.json (numbers only; prose lives in the template)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SCALE_HEADING = "## Orchestration speed and scale"
+SCALE_PLACEHOLDER = "(filled by benchmarks/scale.py)"
+ARM_ORDER = ("bo", "llm", "bo-sf", "botorch", "cheap-first", "random")
+
+
+def _q(summary: dict, digits: str = ".3g") -> str:
+    q1, q3 = summary["iqr"]
+    return f"{summary['median']:{digits}} ({q1:{digits}}–{q3:{digits}})"
+
+
+def dataset_table(report: dict) -> list[str]:
+    budget = report["lab_budget"]
+    lines = ["| arm | lab exps to top-1 % | to top-5 % | hits top-1 % | best at budget | AF vs random (top-5 %) "
+             "| vs botorch, top-1 % | total cost (lab-days) | wall s / run |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    arms = report["arms"]
+    reference = arms.get("botorch", {}).get("experiments_to_top1", {}).get("median")
+    for arm in sorted(arms, key=lambda a: ARM_ORDER.index(a) if a in ARM_ORDER else 99):
+        s = arms[arm]
+        af = report["af_vs_random"].get(arm)
+        ratio = "" if reference is None or arm == "botorch" else f"{s['experiments_to_top1']['median'] / reference:.2f}×"
+        cost_days = s["total_cost_s"] / 86400.0
+        lines.append(f"| {arm} | {_q(s['experiments_to_top1'])} | {_q(s['experiments_to_top5'])} | "
+                     f"{s['hit_rate_top1'] * 100:.0f} % | {_q(s['best_at_budget'])} | "
+                     f"{'' if af is None else f'{af:.2f}'} | {ratio} | {cost_days:.4g} | {s['wall_s']:.1f} |")
+    lines.append("")
+    lines.append(f"Pool {report['pool_size']} candidates ({report['n_csv_rows']} CSV rows), top-1 % = "
+                 f"{report['n_top1']} candidates, top-5 % = {report['n_top5']}; {report['seeds']} seeds, budget "
+                 f"{budget} lab experiments in batches of {report['batch']} (a run that never hits counts {budget + 1}); "
+                 f"best in pool {report['best_in_pool']:.4g} ({report['best_at_budget_unit']}); "
+                 f"features: {report['n_features']}, kernel {report['kernel']}.")
+    return lines
+
+
+def render(results_dir: Path, out: Path, datasets: dict, command_line) -> None:
+    template = (Path(__file__).parent / "RESULTS.template.md").read_text()
+    sections = []
+    for name, d in datasets.items():
+        path = results_dir / f"discovery_{name}.json"
+        if not path.exists():
+            sections += [f"### {d['title']}", "", "(not run yet)", ""]
+            continue
+        report = json.loads(path.read_text())
+        sections += [f"### {d['title']}", "", *dataset_table(report), "",
+                     f"`{command_line(name, list(report['config']['arms']), report['seeds'])}`", ""]
+    text = template.replace("{{DISCOVERY_TABLES}}", "\n".join(sections).rstrip() + "\n")
+    text = text.rstrip() + f"\n\n{SCALE_HEADING}\n\n{SCALE_PLACEHOLDER}\n"
+    out.write_text(text)

@@ -1,0 +1,151 @@
+"""What a discovery benchmark measures: the pool, the objective, the rungs, the arms and the budget.
+
+``BenchConfig`` is a frozen pydantic model built from the ``closedloop bench`` flags; every field names the flag it
+comes from, so a bad value is reported as ``--flag: what is wrong; how to fix it``.
+
+Example:
+    >>> parse_objective("target:expt:-12:0.5")
+    ('target', 'expt', -12.0, 0.5)
+    >>> parse_rung("gaff=calc:3600")
+    RungColumn(name='gaff', column='calc', cost_s=3600.0)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..domain import SetupError
+
+__all__ = ["ARM_NAMES", "BenchConfig", "BenchError", "RungColumn", "parse_objective", "parse_rung"]
+
+ARM_NAMES = ("bo", "bo-sf", "botorch", "cheap-first", "llm", "random")
+"""``bo``: closedloop's bo arm, using the ladder (calibrated rung prior) when rungs are given; ``bo-sf``: the same
+planner on lab results only; ``botorch``: BoTorch SingleTaskGP + qLogNEI; ``cheap-first``: the cheapest rung's
+ranking; ``llm``: the embedded-model arm; ``random``: the control."""
+
+Direction = Literal["maximize", "minimize", "target"]
+
+
+class BenchError(SetupError):
+    """A benchmark flag is invalid. ``flag`` is the offending flag, e.g. ``--objective``."""
+
+    def __init__(self, flag: str, message: str):
+        self.flag = flag
+        super().__init__(f"{flag}: {message}")
+
+
+class RungColumn(BaseModel):
+    """A cheaper fidelity read from a pool column, with its cost per evaluation in seconds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(min_length=1)
+    column: str = Field(min_length=1)
+    cost_s: float = Field(default=0.0, ge=0, description="cost of one evaluation, seconds")
+
+
+def parse_objective(text: str) -> tuple[Direction, str, float | None, float | None]:
+    """``maximize:COL``, ``minimize:COL`` or ``target:COL:VALUE:TOL`` as (direction, column, target, tolerance)."""
+    direction, _, rest = text.partition(":")
+    if direction in ("maximize", "minimize") and rest:
+        return direction, rest, None, None  # type: ignore[return-value]
+    if direction == "target":
+        parts = rest.rsplit(":", 2)
+        if len(parts) == 3 and parts[0]:
+            try:
+                target, tolerance = float(parts[1]), float(parts[2])
+            except ValueError:
+                target = tolerance = math.nan
+            if math.isfinite(target) and math.isfinite(tolerance) and tolerance > 0:
+                return "target", parts[0], target, tolerance
+        raise BenchError("--objective", f"{text!r} is not target:COL:VALUE:TOL with numbers and TOL > 0; "
+                                        "e.g. --objective target:expt:-12:0.5")
+    raise BenchError("--objective", f"{text!r} is not maximize:COL, minimize:COL or target:COL:VALUE:TOL; "
+                                    "e.g. --objective maximize:yield")
+
+
+def parse_rung(text: str) -> RungColumn:
+    """``NAME=COL[:COST_S]`` as a ``RungColumn`` (cost 0 s when omitted)."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise BenchError("--rung", f"{text!r} is not NAME=COL[:COST_S]; e.g. --rung gaff=calc:3600")
+    column, cost_s = rest, 0.0
+    head, sep, tail = rest.rpartition(":")
+    if sep:
+        try:
+            column, cost_s = head, float(tail)
+        except ValueError:
+            column, cost_s = rest, 0.0
+    if not column or not math.isfinite(cost_s) or cost_s < 0:
+        raise BenchError("--rung", f"{text!r} needs a column and a non-negative cost in seconds; e.g. gaff=calc:3600")
+    return RungColumn(name=name, column=column, cost_s=cost_s)
+
+
+class BenchConfig(BaseModel):
+    """One benchmark: every arm runs ``seeds`` times on the same pool with the same lab budget.
+
+    Example:
+        >>> config = BenchConfig(pool="p.csv", id_cols=("x",), objective="maximize:y", lab_budget=10, seeds=2,
+        ...                      arms=("random",))
+        >>> config.direction, config.objective_column, config.batch
+        ('maximize', 'y', 5)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    pool: str = Field(description="--pool: CSV file")
+    id_cols: tuple[str, ...] = Field(min_length=1, description="--id-cols: columns that identify a candidate")
+    objective: str = Field(description="--objective: maximize:COL | minimize:COL | target:COL:VALUE:TOL")
+    rungs: tuple[RungColumn, ...] = Field(default=(), description="--rung: cheaper fidelities read from columns")
+    feature_cols: tuple[str, ...] | Literal["auto"] = Field(default="auto", description="--feature-cols")
+    lab_budget: int = Field(gt=0, description="--lab-budget: lab experiments per run")
+    seeds: int = Field(gt=0, description="--seeds: independent runs per arm")
+    arms: tuple[str, ...] = Field(min_length=1, description="--arms")
+    batch: int = Field(default=5, gt=0, description="--batch: lab experiments per iteration")
+    lab_cost_s: float = Field(default=3600.0, ge=0, description="--lab-cost-s: cost of one lab experiment, seconds")
+    workers: int = Field(default=2, gt=0, description="--workers: processes running seeds in parallel")
+    first_seed: int = Field(default=0, ge=0, description="--first-seed: seeds are first_seed .. first_seed+seeds-1")
+
+    @field_validator("arms")
+    @classmethod
+    def _known_arms(cls, arms: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [a for a in arms if a not in ARM_NAMES]
+        if unknown:
+            raise ValueError(f"unknown arm(s) {unknown}; choose from {','.join(ARM_NAMES)}")
+        if len(set(arms)) != len(arms):
+            raise ValueError(f"arms {list(arms)} repeat a name; list each arm once")
+        return arms
+
+    @field_validator("objective")
+    @classmethod
+    def _objective_parses(cls, text: str) -> str:
+        parse_objective(text)
+        return text
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BenchConfig:
+        if "cheap-first" in self.arms and not self.rungs:
+            raise ValueError("--arms: 'cheap-first' ranks by the cheapest rung; add --rung NAME=COL[:COST_S] or drop it")
+        names = [r.name for r in self.rungs]
+        if len(names) != len(set(names)):
+            raise ValueError(f"--rung: names {names} repeat; give each rung a distinct NAME")
+        if self.batch > self.lab_budget:
+            raise ValueError(f"--batch: {self.batch} exceeds --lab-budget {self.lab_budget}; lower --batch")
+        return self
+
+    @property
+    def direction(self) -> Direction:
+        return parse_objective(self.objective)[0]
+
+    @property
+    def objective_column(self) -> str:
+        return parse_objective(self.objective)[1]
+
+    @property
+    def target(self) -> float | None:
+        return parse_objective(self.objective)[2]
+
+    @property
+    def tolerance(self) -> float | None:
+        return parse_objective(self.objective)[3]
