@@ -144,3 +144,16 @@ scorer = "human"
     assert (human.value, human.reason) == (-1.0, "contradicts known solvation trends")
     others = [r for r in rewards if r.trajectory_id != tid]
     assert all(not s.scores for r in others for s in r.steps if s.stage == "proposal")  # unscored, not 0
+
+
+def test_the_report_shows_each_rungs_validity_and_the_rewards_by_arm(finished):
+    from orchestrator.report_rewards import insert_rewards_section, rewards_section
+
+    _, ledger, events = finished
+    section = rewards_section(ledger, "rw")
+    n_validated = sum(e.type == "RungValidated" for e in events)
+    assert "Rewards and calibration" in section and "process weight" in section and "AUROC" in section
+    assert section.count("<td>gaff</td>") == n_validated
+    assert "<td>random</td>" in section
+    page = insert_rewards_section("<html><body><h1>x</h1></body></html>", ledger, "rw")
+    assert page.index("<h1>x</h1>") < page.index("Rewards and calibration") < page.index("</body>")
