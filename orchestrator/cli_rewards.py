@@ -36,13 +36,17 @@ def recompute(
     rubric: RubricOption = "default",
     db: DbOption = "closedloop.db",
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object instead of a table")] = False,
+    record: Annotated[bool, typer.Option("--record", help="append the recomputed scores and rewards to the ledger, "
+                                                           "each superseding the record it replaces")] = False,
 ) -> None:
     """Recompute every trajectory's reward from the ledger and a rubric version, beside the stored reward.
 
     Each trajectory is recomputed as it stood when it became final (or at the last scored iteration while it is
-    provisional), so the campaign's own rubric reproduces the stored rewards exactly.
+    provisional), so the campaign's own rubric reproduces the stored rewards exactly. With ``--record`` the new
+    scores and rewards are appended as records that supersede the old ones (nothing is changed in place), so
+    ``closedloop export`` then exports them.
     """
-    from .nodes.reward import recompute_rewards, stored_rewards
+    from .nodes.reward import recompute_rewards, stored_rewards, superseding_records
     from .spec import validate_spec
 
     loaded = _load_rubric(rubric)
@@ -63,10 +67,16 @@ def recompute(
                      "stored_rubric": f"{old.payload['rubric_id']}@{old.payload['rubric_version']}" if old else None,
                      "components": r.components})
     n_changed = sum(row["stored_reward"] is None or abs(row["reward"] - row["stored_reward"]) > 1e-12 for row in rows)
+    n_recorded = 0
+    if record:
+        items = superseding_records(events, recomputed, loaded)
+        ledger.append_many(campaign_id, items, actor=f"recompute:rubric:{loaded.id}@{loaded.version}")
+        n_recorded = len(items)
     if as_json:
         _emit_json({"campaign_id": campaign_id, "rubric": {"id": loaded.id, "version": loaded.version,
                                                            "hash": loaded.content_hash},
-                    "n_trajectories": len(rows), "n_changed": n_changed, "trajectories": rows})
+                    "n_trajectories": len(rows), "n_changed": n_changed, "n_recorded": n_recorded,
+                    "trajectories": rows})
         return
     table = Table(title=f"{campaign_id}: rewards under {loaded.id}@{loaded.version} ({loaded.content_hash[:12]})")
     for column in ("trajectory", "arm", "status", "stored", "recomputed"):
@@ -75,7 +85,8 @@ def recompute(
         stored_text = "–" if row["stored_reward"] is None else f"{row['stored_reward']:+.4f}"
         table.add_row(row["trajectory_id"], row["arm"], row["status"], stored_text, f"{row['reward']:+.4f}")
     out.print(table)
-    out.print(f"{len(rows)} trajectories, {n_changed} differ from the stored rewards")
+    out.print(f"{len(rows)} trajectories, {n_changed} differ from the stored rewards"
+              + (f"; {n_recorded} superseding records appended" if record else ""))
 
 
 @rewards_app.command("redteam")

@@ -104,7 +104,8 @@ def trajectory_records(ledger: Ledger, campaign_id: str) -> list[dict[str, Any]]
             step_scores = [{"criterion_id": s["criterion_id"], "value": s["value"], "weight": s["weight"],
                             "reason": s["reason"], "is_provisional": s["is_provisional"]}
                            for (stage, subject, _), s in scores[tid].items()
-                           if (stage, subject) == (step["stage"], step["subject"])]
+                           if (stage, subject) == (step["stage"], step["subject"])
+                           and s["rubric_hash"] == r["rubric_hash"]]  # the rubric the reward came from
             steps.append({**step, "scores": step_scores})
         outcome = next((lab[s["subject"]] for s in r["steps"] if s["stage"] == "outcome" and s["subject"] in lab), None)
         records.append({

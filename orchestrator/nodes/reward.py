@@ -34,7 +34,7 @@ from ..spec import CampaignSpec
 from ..state import CampaignState
 
 __all__ = ["LedgerView", "outlook", "recompute_rewards", "reward", "reward_records", "scored_iterations", "step_summary",
-           "stored_rewards", "trajectories", "trajectory_rewards"]
+           "stored_rewards", "superseding_records", "trajectories", "trajectory_rewards"]
 
 
 def _install_judge_loader() -> None:
@@ -413,3 +413,47 @@ def recompute_rewards(events: list[Event], spec: CampaignSpec, rubric) -> dict[s
             if r.status == "final":
                 final.add(r.trajectory_id)
     return out
+
+
+def superseding_records(events: list[Event], recomputed: dict[str, Any], rubric) -> list[tuple[Any, str]]:
+    """Records that make ``recomputed`` (from ``recompute_rewards``) the current rewards, each superseding the
+    stored record it replaces: criterion scores that differ, and every changed reward. Nothing is updated in place.
+    """
+    stored = stored_rewards(events)
+    scores: dict[tuple, Event] = {}
+    for e in events:
+        p = e.payload
+        if e.type == Scored.type and p.get("trajectory"):
+            scores[(p["trajectory"], p["stage"], p["subject"], p["criterion_id"])] = e
+    last = max(scored_iterations(events), default=0)
+    meta = dict(rubric_id=rubric.id, rubric_version=rubric.version, rubric_hash=rubric.content_hash)
+    tag = f"recompute:{rubric.content_hash[:16]}"
+    items: list[tuple[Any, str]] = []
+    for tid, r in recomputed.items():
+        old = stored.get(tid)
+        iteration = old.payload["iteration"] if old is not None else last
+        is_provisional = r.status == "provisional"
+        for step in r.steps:
+            for s in step.scores:
+                key = (tid, step.stage, step.subject, s.criterion_id)
+                previous = scores.get(key)
+                if previous is not None and (previous.payload["value"], previous.payload["weight"],
+                                             previous.payload["is_provisional"], previous.payload["rubric_hash"]) == (
+                        s.value, s.weight, is_provisional, rubric.content_hash):
+                    continue
+                items.append((Scored(iteration=iteration, stage=step.stage, subject=step.subject,
+                                     criterion_id=s.criterion_id, value=s.value, weight=s.weight,
+                                     is_provisional=is_provisional,
+                                     supersedes_seq=previous.seq if previous is not None else None, reason=s.reason,
+                                     trajectory=tid, **meta), f"{tag}:scored:{tid}:{step.stage}:{step.subject}:"
+                                                              f"{s.criterion_id}"))
+        steps = [step_summary(step) for step in r.steps]
+        if old is not None and old.payload["rubric_hash"] == rubric.content_hash \
+                and old.payload["reward"] == r.reward and old.payload["steps"] == steps:
+            continue
+        cls = RewardEstimated if is_provisional else RewardFinalised
+        items.append((cls(iteration=iteration, subject=tid, reward=r.reward, components=r.components,
+                          weights=r.weights, arm=r.arm, candidate_id=r.candidate_id,
+                          supersedes_seq=old.seq if old is not None else None, steps=steps, **meta),
+                      f"{tag}:reward:{tid}"))
+    return items

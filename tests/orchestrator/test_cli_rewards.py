@@ -108,3 +108,40 @@ def test_redteam_json_ranks_every_adversary_below_honest_and_the_table_says_so(t
     table = invoke("rewards", "redteam", "--lab-budget", 4, "--workdir", tmp_path)
     assert table.exit_code == 0 and "cheap_rung_gamer" in table.stdout
     assert "no adversarial policy ties or beats the honest one" in said(table)
+
+
+def test_recompute_record_appends_superseding_records_that_exports_then_use(db, tmp_path):
+    import shutil
+
+    from importlib.resources import files
+
+    from orchestrator.ledger import Ledger
+
+    path, stored = db
+    copy = tmp_path / "copy.db"
+    shutil.copy(path, copy)
+    toml = files("rewards").joinpath("rubrics", "default.toml").read_text()
+    other = tmp_path / "v4.toml"
+    other.write_text(toml.replace('version = "2"', 'version = "4"').replace("outcome_weight = 0.5",
+                                                                           "outcome_weight = 0.7"))
+    ledger = Ledger.open(copy)
+    before = ledger.events("cr")
+    result = invoke("rewards", "recompute", "cr", "--db", copy, "--rubric", other, "--record", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["n_recorded"] > 0
+    after = ledger.events("cr")
+    assert [e.payload for e in after[: len(before)]] == [e.payload for e in before]  # nothing changed in place
+    current = stored_rewards(after)
+    assert {e.payload["rubric_version"] for e in current.values()} == {"4"}
+    assert all(e.payload["supersedes_seq"] is not None for e in current.values())
+    assert {tid: e.payload["reward"] for tid, e in current.items()} == {
+        row["trajectory_id"]: row["reward"] for row in data["trajectories"]}
+    again = json.loads(invoke("rewards", "recompute", "cr", "--db", copy, "--rubric", other, "--json").stdout)
+    assert again["n_changed"] == 0  # the ledger now holds the v4 rewards
+    exported = invoke("export", "cr", "--db", copy, "--format", "native", "--out", tmp_path / "out")
+    assert exported.exit_code == 0
+    rows = [json.loads(line) for line in (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()]
+    assert {r["versions"]["rubric_version"] for r in rows} == {"4"}
+    assert all(r["steps"][0]["scores"] for r in rows if r["steps"][0]["stage"] == "proposal")
+    assert len(stored) == len(rows)
