@@ -8,7 +8,9 @@ shown.
 
 Models are named by a criterion's ``params.model`` (default ``"embedded"``). The orchestrator installs the loader
 (``set_model_loader``) that turns a name into a chat model; tests and notebooks register ready-made models with
-``use_judge_model(name, model)``. Answers are cached per (model, prompt) for the process, so a recompute asks once.
+``use_judge_model(name, model)``. Answers are cached per (model, prompt) for the process. Inside
+``recording(known)``, answers are first looked up in ``known`` (call key -> reply, e.g. from the ledger's
+``LLMCall`` events) and every new call is collected, so the orchestrator can record it and a replay never asks again.
 
 Example:
     >>> from rewards.context import StepContext
@@ -22,17 +24,20 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rewards.context import ScoreValue, StepContext
 from rewards.errors import RewardSetupError, ScoringError
 from rewards.programmatic import rationale_problem
 
-__all__ = ["BUILTINS", "JudgeParseError", "VERDICT_SCHEMA", "judge_messages", "llm_judge", "parse_verdict",
-           "set_model_loader", "use_judge_model"]
+__all__ = ["BUILTINS", "JudgeCall", "JudgeParseError", "VERDICT_SCHEMA", "call_key", "judge_messages", "llm_judge",
+           "parse_verdict", "recording", "set_model_loader", "use_judge_model"]
 
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -45,6 +50,29 @@ VERDICT_SCHEMA: dict[str, Any] = {
 _MODELS: dict[str, Any] = {}
 _LOADER: Callable[[str], Any] | None = None
 _ANSWERS: dict[tuple[str, str], str] = {}
+_RECORDING: list[dict[str, Any]] = []
+"""The active ``recording`` scopes: each {"known": {key: reply}, "calls": [JudgeCall, ...]}."""
+
+
+class JudgeCall(dict):
+    """One judge call as recorded: key, model, messages (role/content dicts), response, latency_s."""
+
+
+def call_key(model: str, messages: list[tuple[str, str]]) -> str:
+    """A deterministic key for one judge call: ``judge:<model>:<sha256 of the messages, 16 hex>``."""
+    digest = hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:16]
+    return f"judge:{model}:{digest}"
+
+
+@contextmanager
+def recording(known: dict[str, str]) -> Iterator[list[JudgeCall]]:
+    """Answer judge calls from ``known`` (call key -> reply) first; yield the list the new calls are appended to."""
+    scope: dict[str, Any] = {"known": dict(known), "calls": []}
+    _RECORDING.append(scope)
+    try:
+        yield scope["calls"]
+    finally:
+        _RECORDING.remove(scope)
 
 
 class JudgeParseError(ScoringError):
@@ -110,10 +138,26 @@ def llm_judge(context: StepContext, *, criterion: Any) -> ScoreValue | None:
         return ScoreValue(value=-1.0, reason=f"not shown to the judge: {problem}")
     name = str((getattr(criterion, "params", None) or {}).get("model", "embedded"))
     messages = judge_messages(context, criterion.text)
-    key = (name, json.dumps(messages))
-    if key not in _ANSWERS:
-        _ANSWERS[key] = _ask(_model(name), messages)
-    return parse_verdict(_ANSWERS[key])
+    return parse_verdict(_answer(name, messages))
+
+
+def _answer(name: str, messages: list[tuple[str, str]]) -> str:
+    key = call_key(name, messages)
+    scope = _RECORDING[-1] if _RECORDING else None
+    if scope is not None and key in scope["known"]:
+        return scope["known"][key]
+    cache_key = (name, json.dumps(messages))
+    started = time.perf_counter()
+    is_new = cache_key not in _ANSWERS
+    if is_new:
+        _ANSWERS[cache_key] = _ask(_model(name), messages)
+    reply = _ANSWERS[cache_key]
+    if scope is not None:
+        scope["known"][key] = reply
+        scope["calls"].append(JudgeCall(key=key, model=name, response=reply,
+                                        messages=[{"role": role, "content": text} for role, text in messages],
+                                        latency_s=time.perf_counter() - started if is_new else None))
+    return reply
 
 
 def _ask(model: Any, messages: list[tuple[str, str]]) -> str:

@@ -23,6 +23,7 @@ from ..context import CampaignContext
 from ..escalation import calibrate_rung
 from ..events import (
     Event,
+    LLMCall,
     RewardEstimated,
     RewardFinalised,
     RungValidated,
@@ -34,7 +35,8 @@ from ..spec import CampaignSpec
 from ..state import CampaignState
 
 __all__ = ["LedgerView", "outlook", "recompute_rewards", "reward", "reward_records", "scored_iterations", "step_summary",
-           "stored_rewards", "superseding_records", "trajectories", "trajectory_rewards"]
+           "stored_rewards", "superseding_records", "trajectories", "trajectory_rewards", "recorded_judge_answers",
+           "judge_call_records"]
 
 
 def _install_judge_loader() -> None:
@@ -385,9 +387,26 @@ def reward(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         ctx.ledger.append(ctx.campaign_id, SlotsOffered(iteration=iteration, slots=slots), key=f"it{iteration}:slots",
                           actor=actor)
     _install_judge_loader()
-    items = reward_records(ctx.ledger.events(ctx.campaign_id), ctx.spec, rubric, iteration)
-    ctx.ledger.append_many(ctx.campaign_id, items, actor=actor)
+    from rewards import judge
+
+    events = ctx.ledger.events(ctx.campaign_id)
+    with judge.recording(recorded_judge_answers(events)) as calls:
+        items = reward_records(events, ctx.spec, rubric, iteration)
+    # The judge's calls go first, in the same transaction: a resumed or replayed step is answered from them.
+    ctx.ledger.append_many(ctx.campaign_id, judge_call_records(calls, iteration) + items, actor=actor)
     return {}
+
+
+def recorded_judge_answers(events: list[Event]) -> dict[str, str]:
+    """Judge replies already in the ledger, by call key."""
+    return {e.payload["key"]: e.payload["response"] for e in events
+            if e.type == LLMCall.type and e.payload["key"].startswith("judge:")}
+
+
+def judge_call_records(calls: list, iteration: int) -> list[tuple[Any, str]]:
+    """``LLMCall`` events for the judge calls made while scoring (never an API key: only model names)."""
+    return [(LLMCall(iteration=iteration, key=call["key"], model=call["model"], messages=call["messages"],
+                     response=call["response"], latency_s=call["latency_s"]), call["key"]) for call in calls]
 
 
 def scored_iterations(events: list[Event]) -> list[int]:
@@ -402,16 +421,19 @@ def recompute_rewards(events: list[Event], spec: CampaignSpec, rubric) -> dict[s
 
     With the rubric the campaign ran with, this equals the stored rewards (``stored_rewards``).
     """
+    from rewards import judge
+
     _install_judge_loader()
     out: dict[str, Any] = {}
     final: set[str] = set()
-    for iteration in scored_iterations(events):
-        view = LedgerView.as_of(spec, events, iteration)
-        rewards, _ = trajectory_rewards(view, rubric, skip=final)
-        for r in rewards:
-            out[r.trajectory_id] = r
-            if r.status == "final":
-                final.add(r.trajectory_id)
+    with judge.recording(recorded_judge_answers(events)):  # recorded judge calls are answered from the ledger
+        for iteration in scored_iterations(events):
+            view = LedgerView.as_of(spec, events, iteration)
+            rewards, _ = trajectory_rewards(view, rubric, skip=final)
+            for r in rewards:
+                out[r.trajectory_id] = r
+                if r.status == "final":
+                    final.add(r.trajectory_id)
     return out
 
 

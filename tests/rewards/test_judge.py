@@ -111,3 +111,19 @@ def test_the_embedded_model_judges_with_a_parsable_verdict(monkeypatch):
     score = llm_judge(proposal("The cheap rung predicts -11.8 kcal/mol, inside the target window of -12 ± 0.5."),
                       criterion=Embedded())
     assert score.value in (-1.0, 1.0) and score.reason.startswith("judge: ")
+
+
+def test_recording_answers_known_calls_without_the_model_and_collects_new_ones(scripted):
+    scripted(json.dumps({"reason": "specific", "verdict": "yes"}))
+    first = proposal("The cheap rung predicts -11.8 kcal/mol, inside the window.")
+    with judge.recording({}) as calls:
+        assert llm_judge(first, criterion=_Criterion()).value == 1.0
+        llm_judge(first, criterion=_Criterion())  # the same prompt again: one call
+    [call] = calls
+    assert call["key"].startswith("judge:scripted:") and call["messages"][0]["role"] == "system"
+    scripted()  # a model with no replies: any call would fail
+    judge._ANSWERS.clear()
+    known = {call["key"]: json.dumps({"reason": "recorded", "verdict": "no"})}
+    with judge.recording(known) as again:
+        score = llm_judge(first, criterion=_Criterion())
+    assert (score.value, score.reason, again) == (-1.0, "judge: recorded", [])

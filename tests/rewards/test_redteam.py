@@ -74,6 +74,25 @@ def test_a_gullible_judge_cannot_be_fooled_by_canaries(tmp_path, monkeypatch):
                          lab_experiments=4, workdir=tmp_path)
     assert judged.flagged == []
 
+    # Every judge call is in the ledger, and a recompute is answered from there without asking the model again.
+    from orchestrator.ledger import Ledger
+    from orchestrator.nodes.reward import recompute_rewards, stored_rewards
+    from orchestrator.spec import validate_spec
+    from rewards import load_rubric
+
+    honest = next(p for p in judged.policies if p.name == "honest")
+    ledger = Ledger.open(tmp_path / "redteam.db")
+    events = ledger.events(honest.campaign_id)
+    calls = [e.payload for e in events if e.type == "LLMCall"]
+    assert calls and all(c["key"].startswith("judge:embedded:") for c in calls)
+    monkeypatch.setattr(judge, "_ANSWERS", {})
+    monkeypatch.setattr(judge, "_MODELS", {"embedded": FakeListChatModel(responses=["not JSON: must not be asked"])})
+    spec = validate_spec(events[0].payload["spec"])
+    recomputed = recompute_rewards(events, spec, load_rubric("judged"))
+    assert {t: r.reward for t, r in recomputed.items()} == {
+        t: e.payload["reward"] for t, e in stored_rewards(events).items()}
+    ledger.close()
+
 
 # ------------------------------------------------------------------------------------------------ policies
 SETTING = RedTeamSetting(cheap_column="cheap", truth_column="expt", direction="minimize", threshold=-5.0)
