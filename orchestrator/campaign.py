@@ -1,7 +1,8 @@
 """``Campaign``: the one stateful object users drive, from a notebook or the CLI.
 
-It appends ``CampaignStarted``, compiles the graph with a checkpointer next to the ledger, and streams the graph
-step by step. ``Campaign.resume`` picks an interrupted campaign up from its last checkpoint; because every node
+It appends ``CampaignStarted``, compiles the graph with a checkpointer next to the ledger (LangGraph's
+``SqliteSaver`` beside a SQLite ledger, its ``PostgresSaver`` in the same database as a PostgreSQL ledger), and
+streams the graph step by step. ``Campaign.resume`` picks an interrupted campaign up from its last checkpoint; because every node
 is deterministic and every event is idempotent, the resumed ledger equals an uninterrupted one.
 
 Example:
@@ -50,7 +51,17 @@ def checkpoint_path(ledger: Ledger) -> Path | None:
     return db.with_name(db.name + ".checkpoints.sqlite")
 
 
+# The key of the advisory lock under which LangGraph's checkpoint tables are created (workers may start together).
+_CHECKPOINT_SETUP_LOCK = 0x636C6F7365646C70
+
+
 def _make_checkpointer(ledger: Ledger):
+    """LangGraph's Postgres saver in the ledger's database, SQLite beside a file ledger, memory for ``:memory:``.
+
+    Returns the saver and the connection to close with the campaign (or None).
+    """
+    if ledger.is_postgres:
+        return _postgres_checkpointer(ledger)
     path = checkpoint_path(ledger)
     if path is None:
         from langgraph.checkpoint.memory import InMemorySaver
@@ -61,6 +72,29 @@ def _make_checkpointer(ledger: Ledger):
     connection = sqlite3.connect(path, check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
     return SqliteSaver(connection), connection
+
+
+def _postgres_checkpointer(ledger: Ledger):
+    try:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+    except ImportError as exc:
+        raise SetupError(f"a PostgreSQL ledger keeps its LangGraph checkpoints in PostgreSQL too, which needs "
+                         f"{exc.name}; pip install 'closedloop[postgres]'") from None
+    conninfo = ledger.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    try:
+        # the settings PostgresSaver.from_conn_string uses: autocommit, no prepared statements, dict rows
+        connection = psycopg.Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    except psycopg.OperationalError as exc:
+        raise SetupError(f"cannot connect to {ledger.url} for the LangGraph checkpoints: {exc}") from None
+    saver = PostgresSaver(connection)
+    connection.execute("SELECT pg_advisory_lock(%s)", (_CHECKPOINT_SETUP_LOCK,))
+    try:
+        saver.setup()  # creates or migrates LangGraph's own tables; idempotent
+    finally:
+        connection.execute("SELECT pg_advisory_unlock(%s)", (_CHECKPOINT_SETUP_LOCK,))
+    return saver, connection
 
 
 class Campaign:
@@ -80,7 +114,7 @@ class Campaign:
         """Record ``CampaignStarted`` and return a campaign ready to ``run``."""
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
         campaign_id = campaign_id or f"{spec.campaign.name}-{uuid.uuid4().hex[:8]}"
-        if ledger.events(campaign_id):
+        if ledger.n_events(campaign_id):
             raise SetupError(f"campaign {campaign_id!r} already exists in {ledger.url}; resume it with --resume {campaign_id}")
         campaign = cls(ledger, campaign_id, spec, owns_ledger=owns)
         ledger.append(campaign_id, CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
