@@ -148,11 +148,46 @@ def _build_driver(spec: CampaignSpec, pool: Pool):
     if spec.lab.driver == "http" and os.environ.get("CLOSEDLOOP_LAB_TOKEN"):
         params.setdefault("token", os.environ["CLOSEDLOOP_LAB_TOKEN"])  # never in the spec, so never in the ledger
     if spec.lab.driver == "simlab":
-        column = spec.lab.oracle_column or "_oracle"
-        params.setdefault("oracle", TableOracle(pool.column(column), property=spec.objective.property))
+        if spec.lab.oracle_simulator:
+            params.setdefault("oracle", simulator_oracle(spec))
+        else:
+            column = spec.lab.oracle_column or "_oracle"
+            params.setdefault("oracle", TableOracle(pool.column(column), property=spec.objective.property))
         params.setdefault("noise_sd", spec.lab.noise_sd)
         params.setdefault("seed", spec.campaign.seed)
     return load_driver(spec.lab.driver, **params)
+
+
+def simulator_oracle(spec: CampaignSpec):
+    """The SimLab's ground truth computed by a simulator (``lab.oracle_simulator``), for spaces without a table."""
+    from instruments import FunctionOracle
+    from simulators import load_simulator
+
+    from .domain import InstrumentFault
+
+    simulator = load_simulator(spec.lab.oracle_simulator, **spec.lab.oracle_parameters)
+    name = spec.lab.oracle_property
+    if name not in simulator.implemented_properties:
+        raise SetupError(f"lab.oracle_property {name!r} is not a property of {spec.lab.oracle_simulator!r}; "
+                         f"choose one of {list(simulator.implemented_properties)}")
+
+    def truth(candidate) -> float:
+        observation = simulator.evaluate([candidate])[0]
+        if observation.status != "ok" or name not in observation.properties:
+            raise InstrumentFault(f"the lab's ground truth ({spec.lab.oracle_simulator}) failed on {candidate.id}: "
+                                  f"{observation.reason or 'no ' + name}")
+        return float(observation.properties[name])
+
+    return FunctionOracle(truth, property=spec.objective.property)
+
+
+def grow_pool(ctx: CampaignContext) -> None:
+    """Open spaces: add every candidate the ledger's ``PoolExtended`` events added, in their order."""
+    from .domain import candidate_from_dict
+    from .events import PoolExtended
+
+    for event in ctx.ledger.events(ctx.campaign_id, types=[PoolExtended.type]):
+        ctx.pool.extend([candidate_from_dict(c) for c in event.payload["candidates"]])
 
 
 def build_context(spec: CampaignSpec, ledger: Ledger, campaign_id: str) -> CampaignContext:
@@ -160,6 +195,8 @@ def build_context(spec: CampaignSpec, ledger: Ledger, campaign_id: str) -> Campa
     from rewards import load_rubric
 
     pool = load_pool(spec)
+    if spec.space.generate:
+        pool = pool.copy()  # an open space grows; the cached seed library must not
     rubric_ref = spec.rewards.rubric
     if rubric_ref.endswith(".toml"):
         rubric_ref = str(spec.resolve(rubric_ref))
@@ -177,5 +214,7 @@ def build_context(spec: CampaignSpec, ledger: Ledger, campaign_id: str) -> Campa
     capabilities = ctx.loop.run(ctx.driver.capabilities())
     parallel = capabilities.get("max_parallel_jobs") or sum(capabilities.get("stations", {}).values())
     ctx.max_pending = spec.lab.max_pending or int(parallel) or spec.planner.batch_size
+    if spec.space.generate:
+        grow_pool(ctx)
     replay_lab(ctx)
     return ctx

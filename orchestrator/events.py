@@ -90,6 +90,8 @@ class Proposed(EventPayload):
     expected: float | None = None
     acquisition: float | None = None
     is_fallback: bool = False
+    novelty: float | None = Field(default=None, description="open spaces: 1 - max similarity to what was known")
+    is_generated: bool = Field(default=False, description="open spaces: the candidate is new to the campaign")
 
 
 class Rejected(EventPayload):
@@ -300,6 +302,19 @@ class SurrogateUpdated(EventPayload):
     n_train: int
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     incumbent: float | None = Field(default=None, description="best utility seen so far")
+
+
+class PoolExtended(EventPayload):
+    """New candidates joined an open design space (generator mode): edits of the best so far, or a model's ideas.
+
+    Each was parsed by rdkit or pymatgen, met the space's constraints and was new by canonical id.
+    """
+
+    type: ClassVar[str] = "PoolExtended"
+    iteration: int
+    source: str = Field(description="'mutation' or the arm whose proposals they were")
+    candidates: list[dict[str, Any]]
+    novelty: list[float] = Field(default_factory=list, description="1 - max similarity to the known candidates, each")
 
 
 class ArmsCompared(EventPayload):

@@ -49,6 +49,8 @@ class Pool:
     space: ConditionSpace | None = None
     n_invalid: int = 0
     invalid_examples: list[str] = field(default_factory=list)
+    seed_size: int | None = None
+    """Open spaces: how many candidates the seed library had (the rest were generated); None for a fixed pool."""
 
     def __post_init__(self) -> None:
         self.ids = [c.id for c in self.candidates]
@@ -71,6 +73,36 @@ class Pool:
     def features(self) -> np.ndarray:
         """Feature matrix, shape (n_candidates, n_features): fingerprints, composition or parameter encodings."""
         return featurise(self.candidates, self.space)
+
+    def copy(self) -> Pool:
+        """An independent pool with the same candidates (what an open space grows from)."""
+        return Pool(self.kind, list(self.candidates), {k: v.copy() for k, v in self.columns.items()}, self.space,
+                    self.n_invalid, list(self.invalid_examples), self.seed_size or len(self.candidates))
+
+    def extend(self, candidates: list[Candidate]) -> list[Candidate]:
+        """Append candidates not yet in the pool (generator mode); returns those added. Their columns are NaN.
+
+        Example:
+            >>> from orchestrator.domain import Molecule
+            >>> pool = Pool("molecule", [Molecule.parse("CCO")])
+            >>> [c.smiles for c in pool.extend([Molecule.parse("OCC"), Molecule.parse("CCN")])], len(pool)
+            (['CCN'], 2)
+        """
+        added: list[Candidate] = []
+        for candidate in candidates:
+            if candidate.id not in self.index and candidate.id not in {c.id for c in added}:
+                added.append(candidate)
+        if not added:
+            return []
+        start = len(self.candidates)
+        self.candidates.extend(added)
+        for k, candidate in enumerate(added):
+            self.ids.append(candidate.id)
+            self.index[candidate.id] = start + k
+        self.columns = {name: np.concatenate([values, np.full(len(added), np.nan)]) for name, values in self.columns.items()}
+        if "features" in self.__dict__:
+            self.__dict__["features"] = np.vstack([self.__dict__["features"], featurise(added, self.space)])
+        return added
 
 
 def _space_from_frame(frame: pd.DataFrame, columns: list[str]) -> ConditionSpace:

@@ -95,12 +95,22 @@ class ObjectiveSpec(_Spec):
 
 
 class SpaceSpec(_Spec):
-    """The design space: a CSV pool (path relative to the spec file) or an inline list."""
+    """The design space: a CSV pool (path relative to the spec file) or an inline list.
+
+    With ``generate = true`` the space is open: the pool is only the seed library, the llm arm may write new SMILES
+    or formulas, and each iteration adds ``neighbours_per_iteration`` edits of the best candidates so far. New
+    candidates must meet ``max_heavy_atoms`` / ``max_atoms`` and ``elements``.
+    """
 
     pool: str | None = Field(default=None, description="CSV file, relative to the spec file")
     column: str | None = Field(default=None, description="the column holding SMILES or formulas")
     columns: list[str] | None = Field(default=None, description="parameter columns, for kind = conditions")
     inline: list[Any] | None = Field(default=None, description="candidates given inline instead of a pool")
+    generate: bool = Field(default=False, description="open space: propose new molecules or compositions")
+    max_heavy_atoms: int | None = Field(default=30, gt=0, description="generator mode: largest molecule, heavy atoms")
+    max_atoms: int | None = Field(default=12, gt=0, description="generator mode: largest formula unit, atoms")
+    elements: list[str] | None = Field(default=None, description="generator mode: allowed element symbols (None: any)")
+    neighbours_per_iteration: int = Field(default=48, ge=0, description="generator mode: edits of the best added per iteration")
 
     @model_validator(mode="after")
     def _one_source(self) -> SpaceSpec:
@@ -150,6 +160,10 @@ class LabSpec(_Spec):
     driver: str = "simlab"
     oracle_column: str | None = Field(default=None, description="pool column holding the true objective")
     oracle: dict[str, float] | None = Field(default=None, description="inline ground truth, raw input -> value")
+    oracle_simulator: str | None = Field(
+        default=None, description="a simulator whose property is the SimLab's ground truth (open spaces, digital twins)")
+    oracle_property: str | None = Field(default=None, description="the oracle simulator's property, objective unit")
+    oracle_parameters: dict[str, Any] = Field(default_factory=dict, description="the oracle simulator's keyword arguments")
     noise_sd: float = Field(default=0.0, ge=0, description="measurement noise, objective unit")
     parameters: dict[str, Any] = Field(default_factory=dict, description="driver keyword arguments")
     steps: list[str] | None = Field(default=None, description="the stations each job visits, in order; default: the driver's")
@@ -167,8 +181,9 @@ class LabSpec(_Spec):
 
     @model_validator(mode="after")
     def _simlab_needs_truth(self) -> LabSpec:
-        if self.driver == "simlab" and self.oracle_column is None and self.oracle is None:
-            raise ValueError("the simulated lab needs ground truth: set 'oracle_column' (a pool column) or 'oracle'")
+        if self.driver == "simlab" and self.oracle_column is None and self.oracle is None and self.oracle_simulator is None:
+            raise ValueError("the simulated lab needs ground truth: set 'oracle_column' (a pool column), 'oracle' "
+                             "(inline values) or 'oracle_simulator' (a simulator that computes it)")
         return self
 
 
@@ -256,6 +271,18 @@ class CampaignSpec(_Spec):
             raise ValueError("'lab' is reserved for the last rung; rename that rung")
         if self.space.columns and self.campaign.kind != "conditions":
             raise ValueError("'space.columns' is for kind = 'conditions'; use 'space.column' for molecules and materials")
+        if self.space.generate:
+            if self.campaign.kind == "conditions":
+                raise ValueError("space.generate is for molecules and materials; a conditions space is already a grid")
+            tables = [r.name for r in self.ladder if r.simulator == "table"]
+            if tables:
+                raise ValueError(f"rungs {tables} read pool columns, which new candidates do not have; with "
+                                 "space.generate use simulators that compute (rdkit_descriptors, xtb, composition, ...)")
+            if self.lab.driver == "simlab" and not self.lab.oracle_simulator:
+                raise ValueError("a simulated lab in an open space needs a ground truth for new candidates: set "
+                                 "lab.oracle_simulator and lab.oracle_property (e.g. 'xtb' and 'dg_solv_kcal_mol')")
+        if self.lab.oracle_simulator and not self.lab.oracle_property:
+            raise ValueError("lab.oracle_simulator needs lab.oracle_property: the simulator property the lab measures")
         return self
 
     def resolve(self, path: str) -> Path:

@@ -29,6 +29,12 @@ def validation_error(ctx: CampaignContext, proposal: Proposed, seen: set[str], t
         return f"proposal id {proposal.candidate_id!r} does not match its canonical form {canonical.id!r}; propose the canonical candidate"
     if canonical.id not in ctx.pool.index:
         return f"{raw!r} is not in the campaign's design space; propose a member of the pool"
+    if ctx.spec.space.generate:
+        from ..generation import constraint_error
+
+        error = constraint_error(ctx.spec.space, canonical)
+        if error:
+            return error
     if canonical.id in tested:
         return f"duplicate: {canonical.id} was already sent to the lab; propose an untested candidate"
     if canonical.id in seen:

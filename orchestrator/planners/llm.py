@@ -232,6 +232,7 @@ class _Run:
         self.tools = PlanningTools(context, planner.simulate_fn)
         self.tested = frozenset(context.pool.ids[int(i)] for i in np.concatenate([context.observed, context.pending]))
         self.available = {int(i) for i in context.available}
+        self.n_known = len(context.pool)  # open spaces: indices from here on were written by the model this call
 
     def build_graph(self):
         from langgraph.graph import END, START, StateGraph
@@ -308,12 +309,14 @@ class _Run:
         }
         system = SYSTEM_PROMPT
         free_form = not self.planner._restricts()
-        budget = MAX_PROMPT_CHARS - len(system) - len(task_message(self.n, objective, {}, free_form=free_form))
+        generate = self.context.spec.space.generate
+        budget = MAX_PROMPT_CHARS - len(system) - len(task_message(self.n, objective, {}, free_form=free_form,
+                                                                   generate=generate))
         data = fit_to_budget(data, budget, min_rows=self.n)
         visible = [row[0] for row in data["shortlist"]["rows"]]
         tools.set_labels({label: labels[label] for label in visible})
         prompt = [{"role": "system", "content": system},
-                  {"role": "user", "content": task_message(self.n, objective, data, free_form=free_form)}]
+                  {"role": "user", "content": task_message(self.n, objective, data, free_form=free_form, generate=generate)}]
         return {"prompt": prompt, "labels": visible, "n_calls": 0, "round": 0, "accepted": [], "errors": [], "steps": 0}
 
     # ----------------------------------------------------------------------------------------------- calls
@@ -339,7 +342,8 @@ class _Run:
         taken = {self.tools.name(a["index"]) for a in state["accepted"]}
         ids = [label for label in state["labels"] if label not in taken]
         schema = response_schema(need, ids=ids if restricted else None,
-                                 max_text_chars=GRAMMAR_TEXT_CHARS if self.planner._is_local_gguf() else FREE_TEXT_CHARS)
+                                 max_text_chars=GRAMMAR_TEXT_CHARS if self.planner._is_local_gguf() else FREE_TEXT_CHARS,
+                                 new_candidates=self.context.spec.space.generate)
         key = llm_call_key(self.context.iteration, state["n_calls"])
         call = self.planner._recorded_call(key, self._messages(state, extra),
                                            lambda messages: structured_invoke(self.planner.chat_model, messages, schema,
@@ -438,7 +442,7 @@ class _Run:
                             candidate=candidate.model_dump(mode="json"))
         shim = _ValidatorContext(self.context.spec, self.context.pool)
         error = validation_error(shim, proposed, seen, self.tested)
-        if error is None and index not in self.available:
+        if error is None and index not in self.available and index < self.n_known:
             error = (f"{candidate.id} is not available this iteration (another arm proposed it, or it was rejected "
                      "before); propose another shortlist candidate")
         return error, index

@@ -64,13 +64,15 @@ class ProposalBatch(BaseModel):
     proposals: list[ProposalItem]
 
 
-def response_schema(n: int, *, ids: list[str] | None = None, max_text_chars: int = 300) -> dict[str, Any]:
+def response_schema(n: int, *, ids: list[str] | None = None, max_text_chars: int = 300,
+                    new_candidates: bool = False) -> dict[str, Any]:
     """The JSON schema of ``ProposalBatch`` for ``n`` proposals, as the model's grammar or function.
 
     With ``ids`` (for grammar-constrained local models), the answer is a tuple of ``n`` proposals and position k may
     only name ids ``k, k+n, k+2n, …`` of the list: the grammar then admits only distinct shortlist members, so a
     small model that repeats itself still yields a valid batch. ``max_text_chars`` bounds hypothesis and
-    rationale, which bounds the answer's length.
+    rationale, which bounds the answer's length. ``new_candidates`` (open spaces) also admits a new SMILES or formula
+    at each position.
 
     Example:
         >>> schema = response_schema(2, ids=["c00", "c01", "c02"])
@@ -91,10 +93,19 @@ def response_schema(n: int, *, ids: list[str] | None = None, max_text_chars: int
             "required": ["candidate", "hypothesis", "rationale", "expected"],
         }
 
+    # A new SMILES or formula starts with an upper-case letter or '[': never a lower-case shortlist id such as 'c03',
+    # so the grammar cannot collapse every position onto one id through the free alternative.
+    new = {"type": "string", "pattern": r"^[A-Z\[][A-Za-z0-9@+\-\[\]()=#%./]{0,47}$",
+           "description": "a new SMILES or formula (write aromatic rings in Kekulé form, e.g. C1=CC=CC=C1)"}
     if ids:
         n = min(n, len(ids))
+
+        def choice(k: int) -> dict[str, Any]:
+            listed = {"type": "string", "enum": list(ids[k::n])}
+            return {"anyOf": [listed, new]} if new_candidates else listed
+
         proposals = {"type": "array", "minItems": n, "maxItems": n, "items": False,
-                     "prefixItems": [item({"type": "string", "enum": list(ids[k::n])}) for k in range(n)]}
+                     "prefixItems": [item(choice(k)) for k in range(n)]}
     else:
         candidate = {"type": "string", "description": "a shortlist id such as 'c07', or the SMILES / formula of a pool member"}
         proposals = {"type": "array", "minItems": n, "maxItems": n, "items": item(candidate)}
@@ -113,10 +124,13 @@ def data_block(data: dict[str, Any]) -> str:
     return f"<<<DATA\n{text}\nDATA>>>"
 
 
-def task_message(n: int, objective: str, data: dict[str, Any], *, free_form: bool) -> str:
+def task_message(n: int, objective: str, data: dict[str, Any], *, free_form: bool, generate: bool = False) -> str:
     """The first user message: the task in fixed words, then the DATA block."""
     how = ("Give each candidate as its shortlist id (e.g. \"c03\"), or as the SMILES, formula or conditions of another "
            "untested pool member." if free_form else "Give each candidate as its shortlist id, e.g. \"c03\".")
+    if generate:
+        how += (" The design space is open: you may also write a new molecule as a SMILES string or a new material as "
+                "a formula, within the constraints in DATA.")
     return (
         f"Propose {n} different experiment{'s' if n != 1 else ''} for the lab. Goal: {objective}. {how} "
         "DATA holds the objective, the results so far, and a shortlist ranked by expected improvement (best first) "

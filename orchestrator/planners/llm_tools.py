@@ -110,7 +110,15 @@ class PlanningTools:
             raw = ref
         candidate = parse_candidate(kind, raw, pool.space)
         if candidate.id not in pool.index:
-            raise InvalidCandidate(f"{clip(ref)!r} is not in the campaign's design space; propose a member of the pool")
+            space = self.context.spec.space
+            if not space.generate:
+                raise InvalidCandidate(f"{clip(ref)!r} is not in the campaign's design space; propose a member of the pool")
+            from ..generation import constraint_error
+
+            error = constraint_error(space, candidate)
+            if error:
+                raise InvalidCandidate(error)
+            pool.extend([candidate])  # open space: a new, valid candidate joins the pool (recorded by the plan node)
         return pool.index[candidate.id]
 
     def _label_width(self) -> int:
@@ -277,6 +285,12 @@ class PlanningTools:
             "rules": ["propose only untested pool members (shortlist ids are the easy way)",
                       "no candidate twice in a batch; none already tested or pending"],
         }
+        if spec.space.generate:
+            space = spec.space
+            out["rules"][0] = "propose shortlist ids or new candidates (SMILES or formulas) that meet the limits below"
+            out["limits"] = {k: v for k, v in {"max_heavy_atoms": space.max_heavy_atoms if spec.campaign.kind == "molecule" else None,
+                                               "max_atoms": space.max_atoms if spec.campaign.kind == "material" else None,
+                                               "elements": space.elements}.items() if v}
         if pool.space is not None:
             out["candidate_format"] = " | ".join(clip(name, 40) for name in pool.space.names)
             out["parameters"] = [
