@@ -56,6 +56,9 @@ def run(
     planner: Annotated[str | None, typer.Option("--planner", help="main arm: llm, bo or random")] = None,
     model: Annotated[str | None, typer.Option("--model", help="llm arm: provider:model or a .gguf path (default: embedded)")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="approve every lab batch without asking")] = False,
+    history: Annotated[Path | None, typer.Option("--history", help="CSV of past lab results to start warm from")] = None,
+    value_column: Annotated[str | None, typer.Option("--value-column", help="--history: the measured column (default: the objective's property)")] = None,
+    candidate_column: Annotated[str | None, typer.Option("--candidate-column", help="--history: the SMILES/formula column (default: the spec's)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")] = False,
 ) -> None:
     """Run a campaign on its lab (the simulated lab by default) and print a summary."""
@@ -66,13 +69,29 @@ def run(
         if resume:
             if spec is not None:
                 _fail("give either SPEC (a new campaign) or --resume CAMPAIGN_ID, not both")
+            if history is not None:
+                _fail("--history seeds a new campaign; import it when you start one, not on --resume")
             campaign = Campaign.resume(resume, db=db)
         else:
             if spec is None:
                 _fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
             parsed = load_spec(spec).with_overrides(seed=seed, lab_budget=lab_budget, lab_url=lab_url,
                                                     planner=planner, model=model)
+            if history is not None:
+                from .importing import read_history
+                from .pool import load_pool
+
+                # check the whole file before anything is written: a bad row refuses the import and the campaign
+                read_history(parsed, load_pool(parsed).copy(), history, value_column=value_column,
+                             candidate_column=candidate_column)
             campaign = Campaign.start(parsed, db=db, campaign_id=campaign_id)
+            if history is not None:
+                from .importing import import_history
+
+                imported = import_history(campaign.ledger, campaign.campaign_id, parsed, campaign.ctx.pool, history,
+                                          value_column=value_column, candidate_column=candidate_column)
+                if not as_json:
+                    out.print(f"imported {imported.n_appended} past result(s) from {history} ({imported.source})")
         with campaign:
             answer = _parse_approval(approve)
             summary = _run_with_progress(campaign, max_steps=max_steps, approval=answer, quiet=as_json)
@@ -155,7 +174,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
         ("status", f"{summary['status']} ({summary.get('stop_reason') or 'not stopped'})"),
         ("objective", goal),
         ("best found", f"{_fmt(best.get('value'))} {objective['unit']}  {best.get('label', '')}  [{best.get('arm', '')}]"),
-        ("lab experiments", f"{summary['n_lab']} of {summary['lab_budget']} ({summary['n_lab_failed']} failed)"),
+        ("lab experiments", f"{summary['n_lab']} of {summary['lab_budget']} ({summary['n_lab_failed']} failed)"
+                            + (f", after {summary['n_imported']} imported past results" if summary.get("n_imported") else "")),
         ("hits", str(summary["n_hits"])),
         ("simulated lab time", f"{summary['lab_hours']:.1f} h"),
         ("simulator compute", f"{summary['compute_s']:.1f} s"),

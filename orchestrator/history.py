@@ -44,11 +44,16 @@ def lab_history(ctx: CampaignContext) -> LabHistory:
         n_by_arm[job.arm] = n_by_arm.get(job.arm, 0) + 1
     done = sorted((j for j in jobs if j.status == "done" and j.value is not None), key=lambda j: j.observed_seq)
     failed = sorted((j for j in jobs if j.status == "failed"), key=lambda j: j.observed_seq)
-    reasons = {o.seq: o.reason for o in ctx.ledger.observations(ctx.campaign_id) if o.is_lab and o.status == "failed"}
+    observations = ctx.ledger.observations(ctx.campaign_id)
+    reasons = {o.seq: o.reason for o in observations if o.is_lab and o.status == "failed"}
+    # Past results imported from a CSV come first: the planner learns from them, the budget does not count them.
+    imported = [(o.candidate_id, "imported", o.value, objective.utility(o.value))
+                for o in sorted(observations, key=lambda o: o.seq)
+                if o.provenance == "imported" and o.status == "ok" and o.value is not None]
     return LabHistory(
-        tested=frozenset(j.candidate_id for j in jobs),
+        tested=frozenset(j.candidate_id for j in jobs) | {r[0] for r in imported},
         pending=tuple(j.candidate_id for j in jobs if j.status == "dispatched"),
-        results=tuple((j.candidate_id, j.arm, j.value, objective.utility(j.value)) for j in done),
+        results=tuple(imported) + tuple((j.candidate_id, j.arm, j.value, objective.utility(j.value)) for j in done),
         failures=tuple((j.job_key, j.candidate_id, j.arm, reasons.get(j.observed_seq) or "") for j in failed),
         n_dispatched=len(jobs),
         n_by_arm=n_by_arm,

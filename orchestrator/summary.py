@@ -64,7 +64,8 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     started = ledger.events(campaign_id, types=[CampaignStarted.type])[0]
     spec = validate_spec(started.payload["spec"])
     labels = {row.candidate_id: _label(row.canonical) for row in ledger.candidates(campaign_id)}
-    observed = [e.typed() for e in ledger.events(campaign_id, types=[Observed.type])]
+    everything = [e.typed() for e in ledger.events(campaign_id, types=[Observed.type])]
+    observed = [o for o in everything if o.provenance == "lab"]  # imported past results are history, not this campaign
     results = [(o.candidate_id, o.arm, o.value, spec.objective.utility(o.value)) for o in observed if o.status == "ok"]
     best = max(results, key=lambda r: r[3], default=None)
     compute_s = sum(e.payload["observation"].get("cost_s", 0.0) for e in ledger.events(campaign_id, types=[Simulated.type]))
@@ -78,6 +79,7 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
         "objective": spec.objective.model_dump(),
         "n_lab": len(observed),
         "n_lab_failed": sum(o.status == "failed" for o in observed),
+        "n_imported": len(everything) - len(observed),
         "lab_budget": spec.budget.lab_experiments,
         "lab_hours": clock_s / 3600.0,
         "compute_s": compute_s,

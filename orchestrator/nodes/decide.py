@@ -40,7 +40,7 @@ def stop_reason(ctx: CampaignContext, iteration: int, history: LabHistory) -> tu
     if unhealthy:
         return unhealthy, False  # dispatch nothing more, but collect what is already in the lab
     if spec.stop.on_target:
-        hits = [r for r in history.results if spec.objective.is_hit(r[2], spec.stop.threshold)]
+        hits = [r for r in history.results if r[1] != "imported" and spec.objective.is_hit(r[2], spec.stop.threshold)]
         if hits:
             return f"target reached: {hits[0][0]} measured {hits[0][2]:.4g}", False
     if history.n_dispatched >= spec.budget.lab_experiments:
