@@ -101,11 +101,11 @@ def merge(old: dict | None, new: dict) -> dict:
     runs = [r for r in old["runs"] if r["arm"] not in rerun] + new["runs"]
     arms = [a for a in old["config"]["arms"] if a not in rerun] + list(new["config"]["arms"])
     config = BenchConfig.model_validate({**new["config"], "arms": arms})
-    records = [RunRecord(arm=r["arm"], seed=r["seed"], order=r["order"], wall_s=r["wall_s"],
-                         rung_cost_s=r["rung_cost_s"], notes=r["notes"]) for r in runs]
     problem = load_problem(config)
-    for record in records:
-        record.n_rung_evaluations = int(record.rung_cost_s > 0) and len(problem) * len(config.rungs)
+    records = [RunRecord(arm=r["arm"], seed=r["seed"], order=r["order"], wall_s=r["wall_s"],
+                         rung_cost_s=r["rung_cost_s"], notes=r["notes"],
+                         n_rung_evaluations=r.get("n_rung_evaluations", len(problem) if r["rung_cost_s"] else 0))
+               for r in runs]
     report = summarise_runs(problem, records)
     report["wall_s_total"] = old.get("wall_s_total", 0.0) + new.get("wall_s_total", 0.0)
     return report
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.render:
         for name in args.only or list(DATASETS):
             arms = args.arms.split(",") if args.arms else default_arms(name)
-            arms = [a for a in arms if a != "cheap-first" or DATASETS[name]["rungs"]]
+            arms = [a for a in arms if a not in ("cheap-first", "bo-sf") or DATASETS[name]["rungs"]]
             print(f"== {name}: {command_line(name, arms, args.seeds)}", file=sys.stderr, flush=True)
             path = RESULTS / f"discovery_{name}.json"
             old = json.loads(path.read_text()) if path.exists() else None

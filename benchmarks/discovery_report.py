@@ -39,8 +39,39 @@ def dataset_table(report: dict) -> list[str]:
     return lines
 
 
+def _median(report: dict, arm: str, key: str = "experiments_to_top1") -> float | None:
+    summary = report["arms"].get(arm)
+    return None if summary is None else summary[key]["median"]
+
+
+def goal_table(reports: dict[str, dict], datasets: dict) -> list[str]:
+    """One row per data set: median lab experiments to top-1 % per arm, and bo against botorch.
+
+    The goal: bo needs at most 0.75× botorch's experiments, and at most 0.5× where a rung is informative.
+    """
+    lines = ["| data set | rung | bo | bo-sf | botorch | cheap-first | random | bo / botorch | goal | met? |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for name, report in reports.items():
+        has_rung = bool(datasets[name]["rungs"])
+        cells = []
+        for arm in ("bo", "bo-sf", "botorch", "cheap-first", "random"):
+            value = _median(report, arm)
+            cells.append("" if value is None else f"{value:g}")
+        bo, ref = _median(report, "bo"), _median(report, "botorch")
+        goal = 0.5 if has_rung else 0.75
+        if bo is None or ref is None:
+            ratio, met = "", "not run"
+        else:
+            ratio, met = f"{bo / ref:.2f}", ("yes" if bo / ref <= goal else "no")
+        rung = datasets[name]["rungs"][0].split("=")[0] if has_rung else "—"
+        lines.append(f"| {name} | {rung} | {' | '.join(cells)} | {ratio} | ≤ {goal:g} | {met} |")
+    return lines
+
+
 def render(results_dir: Path, out: Path, datasets: dict, command_line) -> None:
     template = (Path(__file__).parent / "RESULTS.template.md").read_text()
+    reports = {name: json.loads((results_dir / f"discovery_{name}.json").read_text())
+               for name in datasets if (results_dir / f"discovery_{name}.json").exists()}
     sections = []
     for name, d in datasets.items():
         path = results_dir / f"discovery_{name}.json"
@@ -51,5 +82,6 @@ def render(results_dir: Path, out: Path, datasets: dict, command_line) -> None:
         sections += [f"### {d['title']}", "", *dataset_table(report), "",
                      f"`{command_line(name, list(report['config']['arms']), report['seeds'])}`", ""]
     text = template.replace("{{DISCOVERY_TABLES}}", "\n".join(sections).rstrip() + "\n")
+    text = text.replace("{{GOAL_TABLE}}", "\n".join(goal_table(reports, datasets)))
     text = text.rstrip() + f"\n\n{SCALE_HEADING}\n\n{SCALE_PLACEHOLDER}\n"
     out.write_text(text)

@@ -49,7 +49,9 @@ def _context(problem: BenchProblem, seed: int, iteration: int, observed: list[in
 def _planner(problem: BenchProblem, arm: str, seed: int):
     if arm == "bo" and problem.rung_values:
         s = problem.spec.screening
-        return BOPlanner(RungPrior(problem.rung_values, problem.values, problem.config.direction, problem.config.target,
+        by_cost = sorted(problem.config.rungs, key=lambda r: r.cost_s)
+        rung_values = {r.name: problem.rung_values[r.name] for r in by_cost}
+        return BOPlanner(RungPrior(rung_values, problem.values, problem.config.direction, problem.config.target,
                                    min_pairs=s.min_pairs, min_informativeness=s.min_informativeness))
     if arm in ("bo", "bo-sf"):
         return BOPlanner()

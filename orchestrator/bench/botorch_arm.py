@@ -3,8 +3,9 @@
 This is what a user who reaches for BoTorch would write, with its defaults: a ``SingleTaskGP`` on the same features
 the other arms see (BoTorch's default kernel, priors and ``Standardize`` outcome transform), fitted by
 ``fit_gpytorch_mll`` on the exact marginal likelihood, and a batch of ``q`` picked by ``optimize_acqf_discrete``
-(sequential greedy conditioning) over the untested candidates, with ``qLogNEI``'s default sampler and pruned
-baseline. It models the lab utility, like the other arms, and sees no rung. The initial design is the bo arm's
+(sequential greedy conditioning) over the untested candidates, with a pruned baseline and 128 quasi-MC samples
+(``SobolQMCNormalSampler``, as in BoTorch's closed-loop tutorials; the library default of 512 costs 4× the time on a
+4000-candidate pool for the same ranking up to MC noise). It models the lab utility, like the other arms, and sees no rung. The initial design is the bo arm's
 (``RandomPlanner(label="bo-initial")``), so the GP arms start from the same experiments on the same seed.
 """
 
@@ -16,7 +17,9 @@ import numpy as np
 
 from ..domain import SetupError
 
-__all__ = ["propose_botorch"]
+__all__ = ["N_MC_SAMPLES", "propose_botorch"]
+
+N_MC_SAMPLES = 128
 
 
 def _require_botorch():
@@ -43,6 +46,7 @@ def propose_botorch(X_train: np.ndarray, y_train: np.ndarray, X_available: np.nd
     from botorch.fit import fit_gpytorch_mll
     from botorch.models import SingleTaskGP
     from botorch.optim.optimize import optimize_acqf_discrete
+    from botorch.sampling.normal import SobolQMCNormalSampler
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     torch.manual_seed(seed)
@@ -53,7 +57,8 @@ def propose_botorch(X_train: np.ndarray, y_train: np.ndarray, X_available: np.nd
         warnings.simplefilter("ignore")  # input-scaling and optimiser warnings: the defaults are what is measured
         model = SingleTaskGP(train_X, train_Y)
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        acqf = qLogNoisyExpectedImprovement(model, X_baseline=train_X, prune_baseline=True)
+        sampler = SobolQMCNormalSampler(sample_shape=torch.Size([N_MC_SAMPLES]), seed=seed)
+        acqf = qLogNoisyExpectedImprovement(model, X_baseline=train_X, sampler=sampler, prune_baseline=True)
         with torch.no_grad():
             picked, _ = optimize_acqf_discrete(acqf, q=q, choices=choices, max_batch_size=512, unique=True)
     return _rows_of(picked.numpy(), X_available, q)

@@ -4,7 +4,10 @@ A rung's values are mapped onto the lab's scale by the linear calibration of ``e
 (rung value, lab value) pairs measured so far: calibrating values, not utilities, keeps a target objective's fold
 (``-|value − target|``) out of the fit. The prior utility of a candidate is then the utility of its calibrated rung
 value. A rung is used once ``is_informative`` says so (``min_pairs`` pairs and |Spearman ρ| ≥ ``min_informativeness``);
-among informative rungs the one with the largest |ρ| wins. Until then there is no prior and the bo arm is plain BO.
+among informative rungs the one with the largest |ρ| wins. Before ``min_pairs`` lab results, the cheapest rung is
+taken as it stands (a rung of the bench reports the lab's own property, in its unit): this is escalation's optimistic
+prior (``PRIOR_INFORMATIVENESS``), and it only steers half of the initial design (``BOPlanner._initial_design``).
+A rung measured to be uninformative gives no prior at all, and the bo arm is then plain BO.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ class RungPrior:
     """A ``PriorMean`` for ``BOPlanner`` from rung columns read over the whole pool.
 
     Args:
-        rung_values: rung name -> value per pool row (NaN where the rung failed), in the rung's own unit.
+        rung_values: rung name -> value per pool row (NaN where the rung failed), in the lab's unit, cheapest first.
         lab_values: the lab value of every pool row; only the observed rows are ever read.
         direction, target: the objective.
         min_pairs, min_informativeness: when a rung counts as informative (as in ``[screening]``).
@@ -47,6 +50,10 @@ class RungPrior:
         """The last decision: chosen rung (or None) and every rung's calibration numbers."""
         self._cache: tuple[bytes, np.ndarray | None] | None = None
 
+    def _utilities(self, values: np.ndarray) -> np.ndarray:
+        filled = np.where(np.isfinite(values), values, np.nanmedian(values))  # a failed rung: a middling guess
+        return np.asarray([objective_utility(self.direction, v, self.target) for v in filled], dtype=float)
+
     def calibrations(self, observed: np.ndarray) -> dict[str, RungCalibration]:
         out = {}
         for name, values in self.rung_values.items():
@@ -64,12 +71,15 @@ class RungPrior:
                        if c.is_informative(min_pairs=self.min_pairs, min_informativeness=self.min_informativeness)}
         prior = None
         chosen = max(informative, key=lambda n: abs(informative[n].spearman)) if informative else None
+        if chosen is None and len(observed) < self.min_pairs and self.rung_values:
+            cheapest = next(iter(self.rung_values))  # rungs arrive cheapest first
+            prior = self._utilities(self.rung_values[cheapest])
+            self.last = {"rung": f"{cheapest} (uncalibrated)", "calibrations": {}}
+            self._cache = (key, prior)
+            return prior
         if chosen is not None:
             c = informative[chosen]
-            values = self.rung_values[chosen]
-            filled = np.where(np.isfinite(values), values, np.nanmedian(values))
-            predicted = c.intercept + c.slope * filled
-            prior = np.asarray([objective_utility(self.direction, v, self.target) for v in predicted], dtype=float)
+            prior = self._utilities(c.intercept + c.slope * self.rung_values[chosen])
         self.last = {"rung": chosen, "calibrations": {n: c.as_numbers() for n, c in calibrations.items()}}
         self._cache = (key, prior)
         return prior

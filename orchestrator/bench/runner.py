@@ -95,7 +95,7 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
                     "python": platform.python_version(), "load_avg_1m": os.getloadavg()[0]},
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "runs": [{"arm": r.arm, "seed": r.seed, "order": r.order, "wall_s": r.wall_s, "rung_cost_s": r.rung_cost_s,
-                  "notes": r.notes} for r in records],
+                  "n_rung_evaluations": r.n_rung_evaluations, "notes": r.notes} for r in records],
     }
 
 

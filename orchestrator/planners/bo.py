@@ -7,6 +7,7 @@ co-kriging (Kennedy & O'Hagan, 2000) with the calibration playing the role of th
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Protocol
 
 import numpy as np
@@ -61,14 +62,28 @@ class BOPlanner:
         utilities = np.asarray(context.utilities, dtype=float)
         return utilities if prior is None else utilities - prior[np.asarray(context.observed, dtype=int)]
 
+    def _initial_design(self, context: PlanningContext, n: int) -> list[Proposal]:
+        """Random, or with a prior: the best ceil(n/2) by the prior plus random picks (spread for calibrating it)."""
+        prior = self.prior_mean(context) if self.prior_mean is not None else None
+        by_prior, rest = np.zeros(0, dtype=int), context
+        if prior is not None:
+            available = np.asarray(context.available, dtype=int)
+            by_prior = available[np.argsort(-prior[available], kind="stable")[: (n + 1) // 2]]
+            rest = dataclasses.replace(context, available=available[~np.isin(available, by_prior)])
+        picks = [context.pool.candidates[int(i)] for i in by_prior]
+        proposals = [Proposal(candidate=c, arm="bo", hypothesis="initial design: best by the prior mean",
+                              rationale="the ladder's ranking before any lab result") for c in picks]
+        initial = RandomPlanner(label="bo-initial").propose(rest, n - len(proposals))
+        return proposals + [p.model_copy(update={"arm": "bo", "hypothesis": "initial design (random) before the surrogate has data"})
+                            for p in initial]
+
     def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
         n = min(n, len(context.available))
         if n == 0:
             return []
         n_initial = context.spec.planner.n_initial
         if context.surrogate_state is None or len(context.observed) < min(n_initial, 2):
-            initial = RandomPlanner(label="bo-initial").propose(context, n)
-            return [p.model_copy(update={"arm": "bo", "hypothesis": "initial design (random) before the surrogate has data"}) for p in initial]
+            return self._initial_design(context, n)
 
         from .acquisition import select_batch
         from .surrogate import GPSurrogate
