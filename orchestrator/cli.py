@@ -473,12 +473,22 @@ def report(
 def replay(
     campaign_id: Annotated[str, typer.Argument(help="campaign to replay")],
     db: DbOption = "closedloop.db",
-    as_json: Annotated[bool, typer.Option("--json", help="print {identical, n_events, differences}")] = False,
+    planner: Annotated[str | None, typer.Option("--planner", help="what-if: re-run the decisions with this main arm (llm, bo, random)")] = None,
+    rubric: Annotated[str | None, typer.Option("--rubric", help="what-if: score with this rubric (a TOML file or a built-in name)")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="what-if: the llm arm's model (provider:model or .gguf)")] = None,
+    out_db: Annotated[str | None, typer.Option("--out-db", help="what-if: keep its ledger here (default: a temporary file)")] = None,
+    recorded_lab: Annotated[bool, typer.Option("--recorded-lab", help="what-if: reuse recorded results only, even from a simulated lab (others are unknown)")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """Exact replay: fold every event into a fresh database and prove the projections equal; exit 1 if not."""
+    """Exact replay (fold every event into a fresh database and prove the projections equal; exit 1 if not), or
+    with --planner/--rubric/--model a what-if replay on the recorded history, compared side by side."""
     from .ledger import verify
 
     ledger = _ledger_with(db, campaign_id)
+    if planner is not None or rubric is not None or model is not None:
+        _what_if(ledger, campaign_id, planner=planner, rubric=rubric, model=model, out_db=out_db,
+                 recorded_lab=recorded_lab, as_json=as_json)
+        return
     report = verify(ledger, campaign_id)
     if as_json:
         _emit_json({"identical": report.is_identical, "n_events": report.n_events, "differences": report.differences})
@@ -487,6 +497,43 @@ def replay(
         out.print(f"{campaign_id}: replayed {report.n_events} events into a fresh database: {verdict}")
     if not report.is_identical:
         raise typer.Exit(1)
+
+
+def _what_if(ledger, campaign_id: str, *, planner, rubric, model, out_db, recorded_lab: bool, as_json: bool) -> None:
+    from .whatif import what_if
+
+    try:
+        result = what_if(ledger, campaign_id, planner=planner, rubric=rubric, model=model, out_db=out_db,
+                         recorded_lab=recorded_lab)
+    except ClosedLoopError as exc:
+        _fail(str(exc))
+    if as_json:
+        _emit_json(result)
+        return
+    table = Table(title=f"what-if replay of {campaign_id}")
+    for column in ("", "original", "what-if"):
+        table.add_column(column)
+    rewards = result["rewards"]
+    rows = [
+        ("main arm", result["planner"]["original"], result["planner"]["what_if"]),
+        ("rubric", result["rubric"]["original"], result["rubric"]["what_if"]),
+        ("proposals", result["proposals"]["n_original"], result["proposals"]["n_what_if"]),
+        ("lab experiments", result["lab_experiments"]["original"], result["lab_experiments"]["what_if"]),
+        ("mean trajectory reward", rewards["original"]["mean"], rewards["what_if"]["mean"]),
+        ("experiments to the best either found", result["experiments_to_best"]["original"],
+         result["experiments_to_best"]["what_if"]),
+        ("experiments to the original's best", result["experiments_to_original_best"]["original"],
+         result["experiments_to_original_best"]["what_if"]),
+    ]
+    for name, a, b in rows:
+        table.add_row(name, _fmt(a), _fmt(b))
+    out.print(table)
+    differ = result["proposals"]["differ_by_iteration"]
+    out.print(f"lab: {result['lab']}; {result['proposals']['n_common']} proposals in common; "
+              f"{len(differ)} iteration(s) with different proposals; {result['n_unknown']} unknown lab result(s)")
+    for row in differ[:10]:
+        out.print(f"  it{row['iteration']}: only original {row['only_original'][:4]}, only what-if {row['only_what_if'][:4]}")
+    out.print(f"what-if ledger: {result['what_if_db']} (campaign {result['what_if_campaign_id']})")
 
 
 from .cli_bench import bench  # noqa: E402
