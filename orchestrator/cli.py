@@ -536,15 +536,20 @@ def _what_if(ledger, campaign_id: str, *, planner, rubric, model, out_db, record
     out.print(f"what-if ledger: {result['what_if_db']} (campaign {result['what_if_campaign_id']})")
 
 
-from .cli_bench import bench  # noqa: E402
+# Sub-commands that live in their own modules (they import this one for its options and helpers). Run as
+# `python -m orchestrator.cli`, this file is __main__: the package module registers them, and __main__ defers to it.
+if __name__ != "__main__":
+    from .cli_bench import bench  # noqa: E402
 
-app.command("bench")(bench)
+    app.command("bench")(bench)
 
-from .cli_rewards import export_command, rewards_app  # noqa: E402
+    from .cli_rewards import export_command, rewards_app  # noqa: E402
 
-app.add_typer(rewards_app, name="rewards")
-app.command("export")(export_command)
+    app.add_typer(rewards_app, name="rewards")
+    app.command("export")(export_command)
 
 
-if __name__ == "__main__":  # pragma: no cover  (after every registration above)
-    app()
+if __name__ == "__main__":  # pragma: no cover
+    from orchestrator.cli import app as registered
+
+    registered()

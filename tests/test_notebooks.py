@@ -37,11 +37,20 @@ EXPECTED_TEXT = {
         "plate_reader 0.1.0",  # the summary names the plugged-in driver
         "registered drivers after clean-up: http, simlab",
     ],
+    "03_replay_experiment_logs.ipynb": [
+        '"identical": true',  # exact replay of the recorded campaign
+        "replayed",  # the imported copy replays identically elsewhere
+        "what-if planner: random",  # the what-if under another planner ran
+        "decisions identical: True",  # another rubric keeps the decisions
+        "trajectories.jsonl",  # the native export
+        "best_so_far",  # the report's plots
+    ],
 }
 # Regular expressions some output must match (for numbers that may legitimately change).
 EXPECTED_PATTERNS = {
     # every contract test passed, none failed or was skipped (the count grows with DriverContract)
     "02_plug_in_a_driver.ipynb": [r"contract: [1-9]\d* passed, 0 failed, 0 skipped \(pytest exit code 0\)"],
+    "03_replay_experiment_logs.ipynb": [r"exit code [12]: .*line \d+"],  # a broken log is refused with its line
 }
 
 
