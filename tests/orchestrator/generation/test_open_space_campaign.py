@@ -120,3 +120,28 @@ def test_the_llm_arm_writes_new_smiles_and_repairs_the_rest(tmp_path):
     assert "18 heavy atoms (at most 12 allowed)" in repair_prompt and "C(" in repair_prompt
     calls = [e.payload for e in events if e.type == "LLMCall"]
     assert len(calls) == 3 and not model.responses
+
+
+def test_an_open_materials_space_grows_by_charge_balanced_compositions(tmp_path):
+    spec = validate_spec({
+        "campaign": {"name": "open-ionic", "kind": "material", "seed": 1},
+        "objective": {"property": "electronegativity_spread", "direction": "maximize"},
+        "space": {"inline": ["NaCl", "MgO", "LiF", "KBr", "CaO"], "generate": True, "max_atoms": 6,
+                  "neighbours_per_iteration": 24},
+        "ladder": [{"name": "composition", "simulator": "composition", "proxy": "max_ionic_character"}],
+        "lab": {"driver": "simlab", "oracle_simulator": "composition", "oracle_property": "electronegativity_spread"},
+        "budget": {"lab_experiments": 6},
+        "planner": {"main": "bo", "control": "random", "batch_size": 3, "n_initial": 3},
+    })
+    with Campaign.start(spec, db=tmp_path / "materials.db", campaign_id="ionic") as campaign:
+        summary = campaign.run()
+        events = campaign.ledger.events("ionic")
+        assert verify(campaign.ledger, "ionic").is_identical
+    assert summary["n_lab"] == 6
+    from orchestrator.domain import Material
+
+    grown = [c["formula"] for e in events if e.type == "PoolExtended" for c in e.payload["candidates"]]
+    assert grown and all(Material.parse(f).to_composition().oxi_state_guesses(max_sites=-1) for f in grown)
+    assert all(Material.parse(f).n_atoms <= 6 for f in grown)
+    generated = {e.payload["candidate_id"] for e in events if e.type == "Proposed" and e.payload["is_generated"]}
+    assert generated & {e.payload["candidate_id"] for e in events if e.type == "Dispatched"}
