@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..context import CampaignContext, lab_now, lab_time_s
-from ..events import CampaignStopped, FailureHandled, Observed
+from ..events import CampaignStopped, Dispatched, FailureHandled, Observed
 from ..history import LabHistory, lab_history, pending_retries
 from ..jobs import parse_job_key
 from ..state import CampaignState
@@ -52,7 +52,26 @@ def stop_reason(ctx: CampaignContext, iteration: int, history: LabHistory) -> tu
         return f"iteration limit reached: {spec.stop.max_iterations}", False
     if len(history.tested) >= len(ctx.pool) and not pending_retries(ctx):
         return "design space exhausted: every candidate has been tested", False
+    stalled = _stalled(ctx, iteration, history)
+    if stalled:
+        return stalled, False
     return None, False
+
+
+STALL_ITERATIONS = 10
+"""Planning rounds in a row that may dispatch nothing, with nothing in the lab, before the campaign stops."""
+
+
+def _stalled(ctx: CampaignContext, iteration: int, history: LabHistory) -> str | None:
+    """Why the loop is going round without progress (every proposal rejected or screened out), or None."""
+    if history.pending or iteration + 1 < STALL_ITERATIONS:
+        return None
+    dispatched = {e.payload["iteration"] for e in ctx.ledger.events(ctx.campaign_id, types=[Dispatched.type])}
+    if any(i in dispatched for i in range(iteration - STALL_ITERATIONS + 1, iteration + 1)):
+        return None
+    return (f"stalled: the last {STALL_ITERATIONS} planning rounds dispatched nothing (every proposal was rejected or "
+            "screened out); see `closedloop show` for the Rejected and Promoted events, then widen the design space, "
+            "relax the screening or change the planner, and resume")
 
 
 def _cancel_open_jobs(ctx: CampaignContext, iteration: int, reason: str) -> list:

@@ -168,3 +168,21 @@ def test_running_acceleration_is_recorded_and_summarised(finished):
     if last.main_experiments_to_control_best is not None:
         assert last.acceleration == pytest.approx(last.control_experiments_to_its_best / last.main_experiments_to_control_best)
     assert [e.iteration for e in compared] == sorted({e.iteration for e in compared})
+
+
+def test_a_loop_that_dispatches_nothing_stops_and_says_why(tmp_path):
+    from orchestrator.domain import Molecule, Proposal
+    from orchestrator.planners import register_planner
+
+    class OutOfSpace:
+        name = "out-of-space"
+
+        def propose(self, context, n):
+            return [Proposal(candidate=Molecule.parse("C1CC1C1CC1C1CC1"), arm="out-of-space")]
+
+    register_planner("out-of-space", lambda spec: OutOfSpace())
+    spec = small_spec(planner__main="out-of-space", planner__control=None, planner__control_share=0.0)
+    with Campaign.start(spec, db=tmp_path / "stuck.db", campaign_id="stuck") as campaign:
+        summary = campaign.run()
+    assert summary["status"] == "stopped" and summary["n_lab"] == 0
+    assert summary["stop_reason"].startswith("stalled: the last 10 planning rounds dispatched nothing")
