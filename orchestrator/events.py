@@ -221,29 +221,9 @@ class Scored(EventPayload):
     rubric_hash: str = Field(default="", description="sha256 of the rubric's content")
 
 
-class RewardFinalised(EventPayload):
-    """A trajectory's final reward: the lab answered, or the trajectory ended before the lab."""
+class _TrajectoryReward(EventPayload):
+    """What a trajectory's reward record holds (no ``type``: the two records below are the events)."""
 
-    type: ClassVar[str] = "RewardFinalised"
-    iteration: int
-    subject: str
-    reward: float
-    components: dict[str, float] = Field(default_factory=dict)
-    weights: dict[str, float] = Field(default_factory=dict, description="component name -> its weight in reward")
-    arm: str = ""
-    candidate_id: str | None = None
-    rubric_id: str = ""
-    rubric_version: str = ""
-    rubric_hash: str = ""
-    supersedes_seq: int | None = Field(default=None, description="the reward record this one replaces")
-    steps: list[dict[str, Any]] = Field(
-        default_factory=list, description="per step: stage, subject, rubric score, potentials, progress, reward")
-
-
-class RewardEstimated(EventPayload):
-    """A trajectory's provisional reward, before the lab has answered; superseded by later records."""
-
-    type: ClassVar[str] = "RewardEstimated"
     iteration: int
     subject: str = Field(description="the trajectory id")
     reward: float
@@ -257,6 +237,18 @@ class RewardEstimated(EventPayload):
     supersedes_seq: int | None = Field(default=None, description="the reward record this one replaces")
     steps: list[dict[str, Any]] = Field(
         default_factory=list, description="per step: stage, subject, rubric score, potentials, progress, reward")
+
+
+class RewardFinalised(_TrajectoryReward):
+    """A trajectory's final reward: the lab answered, or the trajectory ended before the lab."""
+
+    type: ClassVar[str] = "RewardFinalised"
+
+
+class RewardEstimated(_TrajectoryReward):
+    """A trajectory's provisional reward, before the lab has answered; superseded by later records."""
+
+    type: ClassVar[str] = "RewardEstimated"
 
 
 class SlotsOffered(EventPayload):
