@@ -49,8 +49,8 @@ def goal_table(reports: dict[str, dict], datasets: dict) -> list[str]:
 
     The goal: bo needs at most 0.75× botorch's experiments, and at most 0.5× where a rung is informative.
     """
-    lines = ["| data set | rung | bo | bo-sf | botorch | cheap-first | random | bo / botorch | goal | met? |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| data set | rung | bo | bo-sf | botorch | cheap-first | random | bo / bo-sf | bo / botorch | goal | met? |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, report in reports.items():
         has_rung = bool(datasets[name]["rungs"])
         cells = []
@@ -59,12 +59,14 @@ def goal_table(reports: dict[str, dict], datasets: dict) -> list[str]:
             cells.append("" if value is None else f"{value:g}")
         bo, ref = _median(report, "bo"), _median(report, "botorch")
         goal = 0.5 if has_rung else 0.75
+        sf = _median(report, "bo-sf")
+        own = "" if bo is None or sf is None or not has_rung else f"{bo / sf:.2f}"
         if bo is None or ref is None:
-            ratio, met = "", "not run"
+            ratio, met = "", "botorch not run"
         else:
             ratio, met = f"{bo / ref:.2f}", ("yes" if bo / ref <= goal else "no")
         rung = datasets[name]["rungs"][0].split("=")[0] if has_rung else "—"
-        lines.append(f"| {name} | {rung} | {' | '.join(cells)} | {ratio} | ≤ {goal:g} | {met} |")
+        lines.append(f"| {name} | {rung} | {' | '.join(cells)} | {own} | {ratio} | ≤ {goal:g} | {met} |")
     return lines
 
 
@@ -83,5 +85,7 @@ def render(results_dir: Path, out: Path, datasets: dict, command_line) -> None:
                      f"`{command_line(name, list(report['config']['arms']), report['seeds'])}`", ""]
     text = template.replace("{{DISCOVERY_TABLES}}", "\n".join(sections).rstrip() + "\n")
     text = text.replace("{{GOAL_TABLE}}", "\n".join(goal_table(reports, datasets)))
+    analysis = Path(__file__).parent / "RESULTS.analysis.md"
+    text = text.replace("{{ANALYSIS}}", analysis.read_text().strip() if analysis.exists() else "")
     text = text.rstrip() + f"\n\n{SCALE_HEADING}\n\n{SCALE_PLACEHOLDER}\n"
     out.write_text(text)
