@@ -365,8 +365,10 @@ def _check_same(stored: EventRow, event_type: str, canonical: str, full_key: str
     old, new = json.loads(stored.payload), json.loads(canonical)
     differing = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
     raise LedgerConflict(
-        f"idempotency key {full_key!r} already holds a different {stored.type} event (seq {stored.seq}); the step "
-        f"that wrote it is not deterministic. Differing fields (stored, new): {differing}"
+        f"idempotency key {full_key!r} already holds a different {stored.type} event (seq {stored.seq}): the step "
+        f"that wrote it computed something else this time, because it is not deterministic or because the code or "
+        f"its inputs changed since (resume a campaign with the closedloop version that started it). "
+        f"Differing fields (stored, new): {differing}"
     )
 
 

@@ -1,0 +1,176 @@
+"""Soak: one simulated campaign of many lab experiments (default 10,000), to completion, with its memory watched.
+
+The campaign is a high-throughput plate lab: a conditions pool (a grid of four parameters, ``1.25 x N`` points, with a
+smooth ground truth plus noise), the random planner without a control arm, no simulator ladder, auto-approval, and a
+simulated lab with ``--batch`` slots per station that takes a whole plate at a time (``lab.wait = "all"``). Every node
+of the loop runs for every plate: plan, validate, screen, approve, dispatch, observe, recover, reward, learn, decide,
+each appending to the ledger (SQLite by default, ``--db postgresql://…`` for PostgreSQL) and checkpointing through
+LangGraph.
+
+Reported: wall time, lab experiments and ledger events per second, the resident set size at every tenth of the run,
+the peak RSS, and whether ``verify`` (the projections rebuilt from the events) agrees at the end. Memory is bounded
+if RSS stops growing with the experiment count; the table shows it per tenth.
+
+Run from the repository root::
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.soak [--n 10000] [--batch 100] [--db PATH_OR_URL]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: python benchmarks/soak.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
+
+import argparse  # noqa: E402
+import itertools  # noqa: E402
+import resource  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+__all__ = ["SoakResult", "rss_mb", "run_soak", "soak_spec"]
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process, MB (Linux ``/proc``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _write_pool(directory: Path, n_points: int) -> Path:
+    import numpy as np
+
+    side = max(2, int(np.ceil(n_points ** 0.25)))
+    grid = np.asarray(list(itertools.product(range(side), repeat=4)), dtype=float)[:n_points]
+    rng = np.random.default_rng(0)
+    y = np.sin(grid[:, 0] / 3) + np.cos(grid[:, 1] / 4) + grid[:, 2] / side - (grid[:, 3] / side - 0.5) ** 2
+    y = y + rng.normal(0.0, 0.05, len(grid))
+    path = directory / "plate_pool.csv"
+    with path.open("w") as handle:
+        handle.write("a,b,c,d,y\n")
+        for row, value in zip(grid, y, strict=True):
+            handle.write(",".join(f"{v:g}" for v in row) + f",{value:.6f}\n")
+    return path
+
+
+def soak_spec(n_experiments: int, batch: int, directory: Path):
+    """The soak campaign's spec, with its pool written to ``directory``."""
+    from orchestrator.spec import validate_spec
+
+    pool = _write_pool(directory, int(n_experiments * 1.25) + batch)
+    return validate_spec({
+        "campaign": {"name": "soak", "kind": "conditions", "seed": 0},
+        "objective": {"property": "y", "direction": "maximize"},
+        "space": {"pool": str(pool), "columns": ["a", "b", "c", "d"]},
+        "lab": {"driver": "simlab", "oracle_column": "y", "noise_sd": 0.05, "wait": "all", "max_pending": batch,
+                "parameters": {"stations": {"synthesis": batch, "workup": batch, "characterisation": batch},
+                               "transfer_s": 0.0}},
+        "budget": {"lab_experiments": n_experiments},
+        "planner": {"main": "random", "control": None, "control_share": 0.0, "batch_size": batch},
+        "approval": {"policy": "auto", "max_auto_jobs": batch},
+        "stop": {"on_target": False},
+    }, source="benchmarks/soak.py")
+
+
+@dataclass
+class SoakResult:
+    n_experiments: int
+    batch: int
+    db: str
+    wall_s: float = 0.0
+    n_events: int = 0
+    n_steps: int = 0
+    peak_rss_mb: float = 0.0
+    is_verified: bool = False
+    verify_s: float = 0.0
+    status: str = ""
+    progress: list[dict[str, float]] = field(default_factory=list)
+    """Per tenth of the run: lab experiments done, seconds, RSS and peak RSS (MB), events."""
+
+    @property
+    def experiments_per_s(self) -> float:
+        return self.n_experiments / self.wall_s if self.wall_s else float("nan")
+
+    @property
+    def events_per_s(self) -> float:
+        return self.n_events / self.wall_s if self.wall_s else float("nan")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"n_experiments": self.n_experiments, "batch": self.batch, "db": self.db, "status": self.status,
+                "wall_s": self.wall_s, "n_events": self.n_events, "n_steps": self.n_steps,
+                "experiments_per_s": self.experiments_per_s, "events_per_s": self.events_per_s,
+                "peak_rss_mb": self.peak_rss_mb, "is_verified": self.is_verified, "verify_s": self.verify_s,
+                "progress": self.progress}
+
+
+def run_soak(n_experiments: int, *, batch: int = 100, db: str | None = None, n_marks: int = 10) -> SoakResult:
+    """Run the soak campaign; ``db`` defaults to a SQLite file in a temporary directory."""
+    from orchestrator.campaign import Campaign
+    from orchestrator.ledger import verify
+
+    with tempfile.TemporaryDirectory(prefix="closedloop-soak-") as tmp:
+        directory = Path(tmp)
+        spec = soak_spec(n_experiments, batch, directory)
+        target = db or str(directory / "soak.db")
+        from orchestrator.ledger import safe_url
+
+        result = SoakResult(n_experiments, batch, safe_url(target))
+        marks = [n_experiments * (k + 1) / n_marks for k in range(n_marks)]
+        started = time.perf_counter()
+        with Campaign.start(spec, db=target, campaign_id="soak") as campaign:
+            ledger = campaign.ledger
+
+            def on_step(node: str, _update: dict) -> None:
+                result.n_steps += 1
+                if node != "observe" or not marks:
+                    return
+                n_lab = ledger.campaign("soak").n_lab
+                while marks and n_lab >= marks[0]:
+                    marks.pop(0)
+                    result.progress.append({"n_lab": n_lab, "s": time.perf_counter() - started, "rss_mb": rss_mb(),
+                                            "peak_rss_mb": peak_rss_mb(), "n_events": ledger.n_events("soak")})
+
+            summary = campaign.run(on_step=on_step)
+            result.wall_s = time.perf_counter() - started
+            result.status = summary["status"]
+            result.n_events = ledger.n_events("soak")
+            result.peak_rss_mb = peak_rss_mb()
+            t = time.perf_counter()
+            result.is_verified = verify(ledger, "soak").is_identical
+            result.verify_s = time.perf_counter() - t
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=10_000, help="lab experiments")
+    parser.add_argument("--batch", type=int, default=100, help="plate size: experiments per iteration")
+    parser.add_argument("--db", default=None, help="ledger (default: a SQLite file in a temporary directory)")
+    args = parser.parse_args(argv)
+    result = run_soak(args.n, batch=args.batch, db=args.db)
+    common.print_table(
+        f"soak: {args.n} lab experiments, plates of {args.batch}, {result.db}",
+        ["experiments", "seconds", "events", "RSS MB", "peak RSS MB"],
+        [[int(p["n_lab"]), common.fmt(p["s"]), int(p["n_events"]), common.fmt(p["rss_mb"]),
+          common.fmt(p["peak_rss_mb"])] for p in result.progress],
+        caption=(f"{result.status}; {result.experiments_per_s:.2f} experiments/s, {result.events_per_s:.0f} events/s, "
+                 f"peak RSS {result.peak_rss_mb:.0f} MB; verify {'ok' if result.is_verified else 'FAILED'} "
+                 f"in {result.verify_s:.1f} s"),
+    )
+    common.write_results("soak", result.as_dict())
+
+
+if __name__ == "__main__":
+    main()
