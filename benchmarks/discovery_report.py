@@ -87,5 +87,7 @@ def render(results_dir: Path, out: Path, datasets: dict, command_line) -> None:
     text = text.replace("{{GOAL_TABLE}}", "\n".join(goal_table(reports, datasets)))
     analysis = Path(__file__).parent / "RESULTS.analysis.md"
     text = text.replace("{{ANALYSIS}}", analysis.read_text().strip() if analysis.exists() else "")
-    text = text.rstrip() + f"\n\n{SCALE_HEADING}\n\n{SCALE_PLACEHOLDER}\n"
-    out.write_text(text)
+    # The scale section belongs to benchmarks/scale.py: keep whatever it wrote there.
+    previous = out.read_text() if out.exists() else ""
+    scale = previous[previous.index(SCALE_HEADING):] if SCALE_HEADING in previous else f"{SCALE_HEADING}\n\n{SCALE_PLACEHOLDER}\n"
+    out.write_text(text.rstrip() + "\n\n" + scale.rstrip() + "\n")
