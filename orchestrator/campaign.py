@@ -2,8 +2,8 @@
 
 It appends ``CampaignStarted``, compiles the graph with a checkpointer next to the ledger (LangGraph's
 ``SqliteSaver`` beside a SQLite ledger, its ``PostgresSaver`` in the same database as a PostgreSQL ledger), and
-streams the graph step by step. ``Campaign.resume`` picks an interrupted campaign up from its last checkpoint; because every node
-is deterministic and every event is idempotent, the resumed ledger equals an uninterrupted one.
+streams the graph step by step. ``Campaign.resume`` picks an interrupted campaign up from its last checkpoint;
+because every node is deterministic and every event is idempotent, the resumed ledger equals an uninterrupted one.
 
 Example:
     >>> from orchestrator.spec import CampaignSpec
