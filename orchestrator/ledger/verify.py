@@ -1,4 +1,5 @@
-"""Rebuild the projections from the events alone and compare them with the stored ones."""
+"""Rebuild the projections from the events alone and compare them with the stored ones; check that the campaign's
+sequence numbers run 1..n without a gap."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ def _dump(rows) -> dict[tuple, dict]:
     return out
 
 
-def rebuild_projections(ledger: Ledger, campaign_id: str) -> Ledger:
-    """Fold the campaign's events into a fresh in-memory ledger and return it."""
+def rebuild_projections(ledger: Ledger, campaign_id: str, events: list | None = None) -> Ledger:
+    """Fold the campaign's events (read from ``ledger`` unless given) into a fresh in-memory ledger and return it."""
     fresh = Ledger.open(":memory:")
-    events = ledger.events(campaign_id)
+    events = ledger.events(campaign_id) if events is None else events
     with Session(fresh.engine) as session:
         for event in events:
             apply_event(session, campaign_id, event.seq, parse_payload(event.type, event.payload))
@@ -56,8 +57,14 @@ def verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
         >>> verify(ledger, "c1").is_identical
         True
     """
-    rebuilt = rebuild_projections(ledger, campaign_id)
+    events = ledger.events(campaign_id)
+    rebuilt = rebuild_projections(ledger, campaign_id, events)
     differences: list[dict] = []
+    seqs = [e.seq for e in events]
+    if seqs != list(range(1, len(seqs) + 1)):
+        missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
+        differences.append({"table": "event", "key": ["seq"], "stored": f"gaps at {missing[:10]}",
+                            "rebuilt": f"1..{len(seqs)}"})
     for table in PROJECTION_TABLES:
         stored, fresh = _dump(ledger.stored_rows(table, campaign_id)), _dump(rebuilt.stored_rows(table, campaign_id))
         for key in sorted(set(stored) | set(fresh), key=str):
@@ -66,5 +73,4 @@ def verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
                     {"table": table.__tablename__, "key": list(key), "stored": stored.get(key), "rebuilt": fresh.get(key)}
                 )
     rebuilt.close()
-    n_events = len(ledger.events(campaign_id))
-    return VerifyReport(campaign_id, n_events, not differences, differences)
+    return VerifyReport(campaign_id, len(events), not differences, differences)

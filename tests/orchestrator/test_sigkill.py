@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.ledger import Ledger, verify  # at import: pytest's doctest collection rebinds ledger.verify
 from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +118,6 @@ def crash_db(request, tmp_path):
 
 @pytest.mark.slow
 def test_sigkill_at_random_points_then_resume(tmp_path, crash_db, request):
-    from orchestrator.ledger import Ledger, verify
     from tests.conftest import FREESOLV_SPEC
 
     # the example campaign with fast arms, its cheap rungs and no early stop, so it runs the whole budget
