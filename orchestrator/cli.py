@@ -204,6 +204,28 @@ def _print_summary(summary: dict[str, Any]) -> None:
                   f"closedloop run --resume {summary['campaign_id']} --db {summary['db']} --approve all")
 
 
+@app.command()
+def worker(
+    db: DbOption = "closedloop.db",
+    campaign: Annotated[list[str] | None, typer.Option("--campaign", help="only this campaign (repeatable)")] = None,
+    worker_id: Annotated[str | None, typer.Option("--worker-id", help="a name for logs (default: host-pid)")] = None,
+    turn_steps: Annotated[int, typer.Option("--turn-steps", min=1, help="graph steps per turn before the lease is offered")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Drive the running campaigns of a shared ledger, taking turns with other workers (no double dispatch)."""
+    from .workers import run_worker
+
+    try:
+        report = run_worker(db, worker_id=worker_id, campaign_ids=campaign or None, turn_steps=turn_steps)
+    except ClosedLoopError as exc:
+        _fail(str(exc))
+    if as_json:
+        _emit_json(report.as_dict())
+    else:
+        out.print(f"worker {report.worker_id}: {report.n_turns} turns, {report.n_steps} steps; finished "
+                  f"{report.campaigns_finished or 'none'}; waiting for a human: {report.campaigns_waiting or 'none'}")
+
+
 # --------------------------------------------------------------------------------------------------- lab
 lab_app = typer.Typer(help="Serve a lab over HTTP.", no_args_is_help=True)
 app.add_typer(lab_app, name="lab")

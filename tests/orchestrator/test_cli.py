@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from tests.conftest import FREESOLV_SPEC
+from tests.conftest import FREESOLV_SPEC, small_spec
 
 runner = CliRunner()
 
@@ -150,3 +150,17 @@ def test_export_import_report(ran, tmp_path):
     assert result.exit_code == 2 and "line 6" in result.output
     assert invoke("report", cid, "--db", db, "--out", tmp_path / "rep").exit_code == 0
     assert (tmp_path / "rep" / "index.html").is_file()
+
+
+def test_worker_command_drives_a_started_campaign_to_its_end(tmp_path):
+    import json
+
+    from orchestrator.campaign import Campaign
+
+    db = tmp_path / "shared.db"
+    with Campaign.start(small_spec(lab_experiments=4), db=db, campaign_id="shared") as campaign:
+        campaign.run(max_steps=3)
+    result = CliRunner().invoke(app, ["worker", "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["campaigns_finished"] == ["shared"] and report["n_steps"] > 0
