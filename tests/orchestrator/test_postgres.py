@@ -23,7 +23,11 @@ from orchestrator.ledger import Ledger, LedgerConflict, LedgerError, export_json
 from tests.conftest import small_spec
 from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures)
 
-PASSWORD = "s3cret-for-tests"
+def _password(url: str) -> str:
+    """The password in the server URL (fixed by tests/postgres.py, random in CI's .ci/run)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).password
 
 
 def _comparable(ledger, campaign_id):
@@ -47,7 +51,7 @@ def test_ledger_on_postgres_is_append_only_and_idempotent(postgres_url):
     assert postgres_url.startswith("postgresql://")
     ledger = Ledger.open(postgres_url)
     try:
-        assert ledger.is_postgres and PASSWORD not in ledger.url and "***" in ledger.url
+        assert ledger.is_postgres and _password(postgres_url) not in ledger.url and "***" in ledger.url
         ledger.append("c", _started(), key="start")
         ledger.append("c", _job(1), key="d1")
         assert ledger.append("c", _job(1), key="d1").seq == 2  # an identical re-append is a no-op
@@ -138,7 +142,7 @@ def test_campaign_on_postgres_uses_the_langgraph_postgres_checkpointer(postgres_
     with Campaign.resume("pg", db=postgres_url) as campaign:
         summary = campaign.run()
         assert summary["status"] == "stopped"
-        assert PASSWORD not in json.dumps(summary, default=str)
+        assert _password(postgres_url) not in json.dumps(summary, default=str)
         assert _comparable(campaign.ledger, "pg") == expected
         assert verify(campaign.ledger, "pg").is_identical
         with campaign.ledger.engine.connect() as conn:
@@ -147,7 +151,8 @@ def test_campaign_on_postgres_uses_the_langgraph_postgres_checkpointer(postgres_
 
 
 def test_a_password_never_reaches_ledger_checkpoints_exports_or_logs(postgres_url, tmp_path):
-    assert PASSWORD in postgres_url
+    password = _password(postgres_url)
+    assert password and password in postgres_url
     from tests.conftest import FREESOLV_SPEC
 
     toml = FREESOLV_SPEC.read_text().replace('main = "llm"', 'main = "random"').replace(
@@ -167,17 +172,17 @@ def test_a_password_never_reaches_ledger_checkpoints_exports_or_logs(postgres_ur
     assert runs[1].returncode == 0, runs[1].stderr[-2000:]
     assert runs[2].returncode != 0 and "nobody" in runs[2].stderr
     for run in runs:
-        assert PASSWORD not in run.stdout + run.stderr
+        assert password not in run.stdout + run.stderr
     ledger = Ledger.open(postgres_url)
     try:
         export_jsonl(ledger, "secret", tmp_path / "export.jsonl")
-        assert PASSWORD not in (tmp_path / "export.jsonl").read_text()
+        assert password not in (tmp_path / "export.jsonl").read_text()
         with ledger.engine.connect() as conn:
             for table in ("event", "campaign", "candidate", "lab_job", "observation", "score", "checkpoints",
                           "checkpoint_blobs", "checkpoint_writes"):
                 dump = conn.execute(text(f"SELECT CAST(t AS text) FROM {table} AS t")).scalars().all()
                 assert dump, table
-                assert not any(PASSWORD in row or PASSWORD.encode().hex() in row for row in dump), table
+                assert not any(password in row or password.encode().hex() in row for row in dump), table
     finally:
         ledger.close()
 
