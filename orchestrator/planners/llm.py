@@ -57,9 +57,16 @@ log = logging.getLogger(__name__)
 
 N_SIMILAR = 2  # shortlist entries whose tested neighbours go into the prompt
 K_SIMILAR = 2
-GRAMMAR_TEXT_CHARS = 48  # hypothesis/rationale bound for grammar-constrained local models (bounds latency)
+# Local GGUF models answer candidates and expected values only: SmolLM2-135M filled 48-character hypothesis and
+# rationale fields with SMILES fragments and digit runs (about 40 tokens each, half a step's CPU). The planner states
+# what the model was shown instead (see _stated_texts).
+GRAMMAR_TEXT_CHARS = 0
 FREE_TEXT_CHARS = 300
-TOKENS_PER_PROPOSAL = 160  # an upper bound for one grammar-constrained proposal with 48-character texts
+TOKENS_PER_PROPOSAL = 160  # an upper bound for one grammar-constrained proposal (about 25 tokens without texts)
+LOCAL_PROMPT_CHARS = 2000
+"""Prompt budget of local GGUF models: llama.cpp on one CPU thread reads about 130 prompt tokens a second, and
+SMILES take about one token per 1.3 characters, so the prompt is most of a planning step's cost."""
+LOCAL_HISTORY = (3, 2)  # best and worst lab results shown to local models
 
 
 # --------------------------------------------------------------------------------------------------- recording
@@ -126,6 +133,9 @@ class LLMPlanner:
             results in the prompt only.
         restrict_to_shortlist: make ``candidate`` an enum of shortlist ids in the answer schema; default: True for
             local GGUF models (their grammar then enforces it), False for provider models.
+        max_prompt_chars: prompt budget (system plus task); the DATA block is trimmed to fit (neighbours first,
+            then shortlist rows, keeping at least twice the batch). Default: ``MAX_PROMPT_CHARS`` for provider
+            models, ``LOCAL_PROMPT_CHARS`` for local GGUF models, which also see fewer best/worst results.
         temperature, seed, max_tokens: sampling parameters for a model loaded from ``model``.
 
     Example:
@@ -150,6 +160,7 @@ class LLMPlanner:
         temperature: float = 0.0,
         seed: int = 0,
         max_tokens: int = 1024,
+        max_prompt_chars: int | None = None,
     ):
         if max_repair_rounds < 0 or shortlist_size < 1 or max_tool_steps < 0:
             raise SetupError(f"{max_repair_rounds=} and {max_tool_steps=} must be >= 0 and {shortlist_size=} >= 1")
@@ -160,6 +171,7 @@ class LLMPlanner:
         self.simulate_fn = simulate_fn
         self.max_tool_steps = max_tool_steps
         self.restrict_to_shortlist = restrict_to_shortlist
+        self.max_prompt_chars = max_prompt_chars
         self.sampling = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens}
         self._chat_model = chat_model
         self.last_run: dict[str, Any] = {}
@@ -279,8 +291,10 @@ class _Run:
         tools.set_labels(labels)
         ids = list(labels)
 
+        local = self.planner._is_local_gguf()
         constraints = json.loads(tools.constraints())
-        history = json.loads(tools.history())
+        constraints.pop("n_available", None)  # history has the counts; constant text leads, so llama.cpp reuses its KV
+        history = json.loads(tools.history(*LOCAL_HISTORY) if local else tools.history())
         predictions = {row["id"]: row for row in json.loads(tools.predict(ids)).get("predictions", [])}
         simulated = {row.pop("id"): row for row in json.loads(tools.simulate(ids)).get("simulated", [])}
         similar, similar_columns = {}, []
@@ -310,11 +324,15 @@ class _Run:
         system = SYSTEM_PROMPT
         free_form = not self.planner._restricts()
         generate = self.context.spec.space.generate
-        budget = MAX_PROMPT_CHARS - len(system) - len(task_message(self.n, objective, {}, free_form=free_form,
-                                                                   generate=generate))
-        data = fit_to_budget(data, budget, min_rows=self.n)
+        max_chars = self.planner.max_prompt_chars or (LOCAL_PROMPT_CHARS if local else MAX_PROMPT_CHARS)
+        budget = max_chars - len(system) - len(task_message(self.n, objective, {}, free_form=free_form,
+                                                            generate=generate))
+        data = fit_to_budget(data, budget, min_rows=min(2 * self.n, len(rows)) if local else self.n)
         visible = [row[0] for row in data["shortlist"]["rows"]]
         tools.set_labels({label: labels[label] for label in visible})
+        shown = data["shortlist"]["columns"][2:]
+        self.shown_rows = {row[0]: dict(zip(shown, row[2:], strict=True)) for row in data["shortlist"]["rows"]}
+        self.is_ranked = bool(predictions)
         prompt = [{"role": "system", "content": system},
                   {"role": "user", "content": task_message(self.n, objective, data, free_form=free_form, generate=generate)}]
         return {"prompt": prompt, "labels": visible, "n_calls": 0, "round": 0, "accepted": [], "errors": [], "steps": 0}
@@ -341,8 +359,9 @@ class _Run:
         # grammar-constrained answer can only name distinct, untested shortlist members.
         taken = {self.tools.name(a["index"]) for a in state["accepted"]}
         ids = [label for label in state["labels"] if label not in taken]
+        local = self.planner._is_local_gguf()
         schema = response_schema(need, ids=ids if restricted else None,
-                                 max_text_chars=GRAMMAR_TEXT_CHARS if self.planner._is_local_gguf() else FREE_TEXT_CHARS,
+                                 max_text_chars=GRAMMAR_TEXT_CHARS if local else FREE_TEXT_CHARS,
                                  new_candidates=self.context.spec.space.generate)
         key = llm_call_key(self.context.iteration, state["n_calls"])
         call = self.planner._recorded_call(key, self._messages(state, extra),
@@ -422,7 +441,8 @@ class _Run:
             seen.add(self.context.pool.ids[index])
             n_valid += 1
             expected = item.expected if item.expected is not None and math.isfinite(item.expected) else None
-            accepted.append({"index": index, "hypothesis": clip(item.hypothesis, 500), "rationale": clip(item.rationale, 500),
+            hypothesis, rationale = self._stated_texts(index, item.hypothesis, item.rationale, expected)
+            accepted.append({"index": index, "hypothesis": clip(hypothesis, 500), "rationale": clip(rationale, 500),
                              "expected": expected, "round": state["round"]})
         if n_valid < need and not errors:
             errors.append(f"only {len(batch.proposals)} proposals were given; {need} are needed")
@@ -446,6 +466,23 @@ class _Run:
             error = (f"{candidate.id} is not available this iteration (another arm proposed it, or it was rejected "
                      "before); propose another shortlist candidate")
         return error, index
+
+    def _stated_texts(self, index: int, hypothesis: str, rationale: str, expected: float | None) -> tuple[str, str]:
+        """The model's hypothesis and rationale, or, where it wrote none, statements of its pick and what it saw."""
+        label = self.tools.name(index)
+        if not hypothesis.strip():
+            guess = f"{self.tools.value_name} {expected:.3g}" if expected is not None else "no value"
+            hypothesis = f"the model expects {guess} for {clip(self.tools.text(index), 60)}"
+        if not rationale.strip():
+            row = getattr(self, "shown_rows", {}).get(label)
+            if row is None:
+                rationale = "the model named it (not a shortlist row)"
+            else:
+                facts = ", ".join(f"{clip(k, 24)}={v}" for k, v in row.items())
+                order = "ranked by expected improvement" if self.is_ranked else "drawn at random (no surrogate yet)"
+                rationale = f"the model's pick: shortlist row {label} of {len(self.shown_rows)} {order}"
+                rationale += f"; shown {facts}" if facts else ""
+        return hypothesis, rationale
 
     def after_validate(self, state: dict) -> str:
         if len(state["accepted"]) >= self.n:

@@ -71,8 +71,8 @@ def response_schema(n: int, *, ids: list[str] | None = None, max_text_chars: int
     With ``ids`` (for grammar-constrained local models), the answer is a tuple of ``n`` proposals and position k may
     only name ids ``k, k+n, k+2n, …`` of the list: the grammar then admits only distinct shortlist members, so a
     small model that repeats itself still yields a valid batch. ``max_text_chars`` bounds hypothesis and
-    rationale, which bounds the answer's length. ``new_candidates`` (open spaces) also admits a new SMILES or formula
-    at each position.
+    rationale, which bounds the answer's length; 0 leaves them out, and the answer is candidates and expected
+    values only. ``new_candidates`` (open spaces) also admits a new SMILES or formula at each position.
 
     Example:
         >>> schema = response_schema(2, ids=["c00", "c01", "c02"])
@@ -80,17 +80,17 @@ def response_schema(n: int, *, ids: list[str] | None = None, max_text_chars: int
         [['c00', 'c02'], ['c01']]
     """
     text = {"type": "string", "maxLength": max_text_chars}
+    texts = {"hypothesis": text, "rationale": text} if max_text_chars > 0 else {}
 
     def item(candidate: dict[str, Any]) -> dict[str, Any]:
         return {
             "type": "object",
             "properties": {
                 "candidate": candidate,
-                "hypothesis": text,
-                "rationale": text,
+                **texts,
                 "expected": {"type": "number", "description": "expected objective value, objective unit"},
             },
-            "required": ["candidate", "hypothesis", "rationale", "expected"],
+            "required": ["candidate", *texts, "expected"],
         }
 
     # A new SMILES or formula starts with an upper-case letter or '[': never a lower-case shortlist id such as 'c03',

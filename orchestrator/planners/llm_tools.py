@@ -216,7 +216,7 @@ class PlanningTools:
         note = {} if rows or not indices else {"note": "no cheap simulation is available for these candidates"}
         return _dumps({"simulated": rows, **note, **({"errors": errors} if errors else {})})
 
-    def history(self) -> str:
+    def history(self, n_best: int = N_BEST, n_worst: int = N_WORST) -> str:
         """Best, worst and failed lab results so far, and counts; never the whole ledger."""
         c = self.context
         order = np.argsort(-c.utilities, kind="stable") if len(c.utilities) else np.zeros(0, dtype=int)
@@ -225,11 +225,13 @@ class PlanningTools:
             return {"candidate": self.text(c.observed[k]), self.value_name: self.shown(c.utilities[k])}
 
         failed = list(getattr(c, "failed", ()) or ())  # (candidate id, reason) pairs, when the context carries them
+        n_best, n_worst = min(max(int(n_best), 0), N_BEST), min(max(int(n_worst), 0), N_WORST)
+        # Slow-changing lists first, counts last: consecutive prompts then share a longer prefix (llama.cpp's KV reuse).
         summary: dict[str, Any] = {
+            "best": [row(int(k)) for k in order[:n_best]],
+            "worst": [row(int(k)) for k in order[::-1][: max(min(n_worst, len(order) - n_best), 0)]],  # not also in best
             "n_results": int(len(c.observed)),
             "n_pending": int(len(c.pending)),
-            "best": [row(int(k)) for k in order[:N_BEST]],
-            "worst": [row(int(k)) for k in order[::-1][: max(min(N_WORST, len(order) - N_BEST), 0)]],  # not also in best
         }
         if failed:
             summary["n_failed"] = len(failed)

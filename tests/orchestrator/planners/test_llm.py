@@ -381,3 +381,61 @@ def test_model_strings_resolve_to_chat_models(monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
     model = load_chat_model("openai:smollm2", base_url="http://127.0.0.1:1/v1")
     assert model.openai_api_base == "http://127.0.0.1:1/v1" and model.model_name == "smollm2"
+
+
+# --------------------------------------------------------------------------------------------------- local models
+class ScriptedLocalModel:
+    """A local GGUF chat model whose llama.cpp call is scripted: it keeps the prompts and the grammar schemas."""
+
+    @staticmethod
+    def make(responses: list[str]):
+        from orchestrator.planners.llm_models import LlamaCppChatModel
+
+        class _Scripted(LlamaCppChatModel):
+            def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+                seen.append({"messages": list(messages), "schema": (kwargs.get("response_format") or {}).get("schema")})
+                usage = {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
+                message = AIMessage(content=responses.pop(0), usage_metadata=usage)
+                return ChatResult(generations=[ChatGeneration(message=message)])
+
+        seen: list[dict] = []
+        return _Scripted(model_path="/models/local.gguf"), seen
+
+
+def test_a_local_model_gets_a_short_prompt_and_answers_candidates_and_expected_values_only(warm_context):
+    from orchestrator.planners.llm import LOCAL_PROMPT_CHARS
+
+    model, seen = ScriptedLocalModel.make([json.dumps({"proposals": [{"candidate": "c00", "expected": 2.5},
+                                                                     {"candidate": "c04", "expected": 3.0},
+                                                                     {"candidate": "c05", "expected": 3.5}]})])
+    recorder = InMemoryLLMRecorder()
+    planner = LLMPlanner(chat_model=model, recorder=recorder)
+    proposals = planner.propose(warm_context, 3)
+
+    prompt = seen[0]["messages"]
+    assert sum(len(m.content) for m in prompt) <= LOCAL_PROMPT_CHARS
+    data = data_of(prompt[-1].content)
+    assert len(data["shortlist"]["rows"]) >= 6  # at least two grammar options per position
+    assert "n_available" not in data["constraints"] and len(data["history"]["best"]) == 3
+    items = seen[0]["schema"]["properties"]["proposals"]["prefixItems"]
+    assert all(set(item["properties"]) == {"candidate", "expected"} for item in items)
+    ids = shortlist_ids(warm_context)
+    assert [p.candidate.id for p in proposals] == [ids[0], ids[4], ids[5]] and planner.last_run["n_fallback"] == 0
+    assert proposals[0].expected == 2.5 and "2.5" in proposals[0].hypothesis
+    assert proposals[1].rationale.startswith("the model's pick: shortlist row c04 of")
+    assert "pred_distance=" in proposals[1].rationale
+
+    # Replay builds the same local prompt from the model's name and answers from the record: nothing is loaded.
+    replaying = LLMPlanner(model="/models/local.gguf", recorder=recorder)
+    assert replaying.propose(warm_context, 3) == proposals and replaying._chat_model is None
+
+
+def test_the_local_grammar_bounds_numbers_and_drops_optional_whitespace():
+    from orchestrator.planners.llm_models import json_grammar
+    from orchestrator.planners.llm_prompt import response_schema
+
+    grammar = json_grammar(json.dumps(response_schema(2, ids=["c00", "c01", "c02"], max_text_chars=0)))._grammar
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+    assert rules["space"] == '""'
+    assert rules["decimal-part"] == "[0-9] ([0-9] ([0-9])?)?"
+    assert '"\\"hypothesis\\""' not in grammar and '"\\"expected\\""' in grammar
