@@ -13,7 +13,8 @@ if RSS stops growing with the experiment count; the table shows it per tenth.
 
 Run from the repository root::
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.soak [--n 10000] [--batch 100] [--db PATH_OR_URL]
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.soak [--n 10000] [--batch 100] [--db PATH_OR_URL] \
+        [--markdown benchmarks/RESULTS.soak.md]
 """
 
 from __future__ import annotations
@@ -153,11 +154,51 @@ def run_soak(n_experiments: int, *, batch: int = 100, db: str | None = None, n_m
     return result
 
 
+def rss_slope_mb_per_1000(progress: list[dict[str, float]]) -> float:
+    """Least-squares growth of peak RSS per 1,000 lab experiments over the run's second to last tenth, MB.
+
+    The first tenth is left out: it holds the one-off start-up (imports, the pool, the first fit).
+    """
+    import numpy as np
+
+    points = progress[1:] if len(progress) > 2 else progress
+    if len(points) < 2:
+        return float("nan")
+    x = np.asarray([p["n_lab"] for p in points], dtype=float)
+    y = np.asarray([p["peak_rss_mb"] for p in points], dtype=float)
+    return float(np.polyfit(x, y, 1)[0] * 1000)
+
+
+def markdown(result: SoakResult, command: str) -> str:
+    """The soak as a Markdown section (``benchmarks/RESULTS.soak.md``)."""
+    slope = rss_slope_mb_per_1000(result.progress)
+    rows = "\n".join(f"| {int(p['n_lab']):,} | {p['s']:.0f} | {int(p['n_events']):,} | {p['rss_mb']:.0f} | "
+                     f"{p['peak_rss_mb']:.0f} |" for p in result.progress)
+    return f"""# Soak: {result.n_experiments:,} lab experiments in one campaign
+
+Regenerate with `{command}` (measured {time.strftime('%Y-%m-%d', time.gmtime())} on the shared 2-core machine).
+A conditions pool of {int(result.n_experiments * 1.25) + result.batch:,} points, the random planner, plates of
+{result.batch} experiments on the simulated lab, every node of the loop per plate, the ledger on {result.db.split('/')[-1]}
+and LangGraph's checkpointer.
+
+| lab experiments | seconds | ledger events | RSS MB | peak RSS MB |
+|---:|---:|---:|---:|---:|
+{rows}
+
+**{result.status}** after {result.wall_s:.0f} s: {result.experiments_per_s:.1f} experiments/s,
+{result.events_per_s:.0f} events/s, {result.n_events:,} events. Peak RSS {result.peak_rss_mb:.0f} MB, growing
+{slope:.1f} MB per 1,000 lab experiments after the first tenth. `verify` (every projection rebuilt from the events)
+{'agrees' if result.is_verified else 'DISAGREES'} ({result.verify_s:.0f} s).
+"""
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10_000, help="lab experiments")
     parser.add_argument("--batch", type=int, default=100, help="plate size: experiments per iteration")
     parser.add_argument("--db", default=None, help="ledger (default: a SQLite file in a temporary directory)")
+    parser.add_argument("--markdown", type=Path, default=None,
+                        help="also write the table as Markdown (e.g. benchmarks/RESULTS.soak.md)")
     args = parser.parse_args(argv)
     result = run_soak(args.n, batch=args.batch, db=args.db)
     common.print_table(
@@ -169,7 +210,11 @@ def main(argv: list[str] | None = None) -> None:
                  f"peak RSS {result.peak_rss_mb:.0f} MB; verify {'ok' if result.is_verified else 'FAILED'} "
                  f"in {result.verify_s:.1f} s"),
     )
-    common.write_results("soak", result.as_dict())
+    common.write_results("soak", {**result.as_dict(), "rss_slope_mb_per_1000": rss_slope_mb_per_1000(result.progress)})
+    if args.markdown is not None:
+        command = "OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.soak " + " ".join(argv or sys.argv[1:])
+        args.markdown.write_text(markdown(result, command))
+        common.console.print(f"[dim]wrote {args.markdown}[/dim]")
 
 
 if __name__ == "__main__":

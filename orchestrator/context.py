@@ -69,10 +69,12 @@ def lab_time_s(ledger: Ledger, campaign_id: str) -> float:
 
     (A remote lab's clock did not start with the campaign, so the first dispatch is the origin.)
     """
-    events = ledger.events(campaign_id, types=["Dispatched", "Observed"])
-    times = [e.payload["sim_time_s"] for e in events]
-    starts = [e.payload["sim_time_s"] for e in events if e.type == "Dispatched"]
-    return max(times) - min(starts) if starts else 0.0
+    jobs = ledger.lab_jobs(campaign_id)
+    if not jobs:
+        return 0.0
+    starts = [j.submitted_s for j in jobs]
+    ends = [j.completed_s for j in jobs if j.completed_s is not None]
+    return max(starts + ends) - min(starts)
 
 
 def lab_now(ctx: CampaignContext) -> float:

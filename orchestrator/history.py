@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .context import CampaignContext
-from .events import Dispatched, EventPayload, FailureHandled, parse_payload
+from .events import EventPayload, FailureHandled, parse_payload
 
 __all__ = ["LabHistory", "iteration_payloads", "lab_history", "pending_retries"]
 
@@ -62,7 +62,7 @@ def lab_history(ctx: CampaignContext) -> LabHistory:
 
 def pending_retries(ctx: CampaignContext) -> list[FailureHandled]:
     """Retries decided but not yet dispatched, oldest first."""
-    dispatched = {e.payload["job_key"] for e in ctx.ledger.events(ctx.campaign_id, types=[Dispatched.type])}
+    dispatched = {j.job_key for j in ctx.ledger.lab_jobs(ctx.campaign_id)}
     handled = [e.typed() for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])]
     withdrawn = {h.job_key for h in handled if h.action != "retry"}
     withdrawn |= {e.payload["raw"] for e in ctx.ledger.events(ctx.campaign_id, types=["Rejected"])
@@ -72,5 +72,5 @@ def pending_retries(ctx: CampaignContext) -> list[FailureHandled]:
 
 def iteration_payloads(ctx: CampaignContext, event_type: str, iteration: int) -> list[EventPayload]:
     """Typed payloads of one type written in one iteration, in seq order."""
-    events = ctx.ledger.events(ctx.campaign_id, types=[event_type])
-    return [parse_payload(e.type, e.payload) for e in events if e.payload.get("iteration") == iteration]
+    events = ctx.ledger.iteration_events(ctx.campaign_id, event_type, iteration)
+    return [parse_payload(e.type, e.payload) for e in events]

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event as sa_event
-from sqlalchemy import func, text
+from sqlalchemy import Integer, cast, func, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
@@ -263,7 +264,9 @@ class Ledger:
     ) -> list[Event]:
         """Events of a campaign in seq order, optionally filtered by type.
 
-        Typed reads are incremental: only events newer than the last read of that type are fetched.
+        Typed reads are incremental: only events newer than the last read of that type are fetched, and what was
+        read stays cached. The campaign loop therefore reads only low-volume types this way; per-experiment facts
+        come from the projection rows (``lab_jobs``) or the uncached ``last_event``/``count_events``/``events_at``.
         """
         if types is None:
             return self._query_events(campaign_id, after_seq=after_seq)
@@ -299,6 +302,52 @@ class Ledger:
                 .order_by(EventRow.seq)
             ).all()
         return [_event(campaign_id, row) for row in rows]
+
+    def last_event(self, campaign_id: str, event_type: str) -> Event | None:
+        """The newest event of one type (not cached: one indexed query)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(*_EVENT_COLUMNS).where(EventRow.campaign_id == campaign_id, EventRow.type == event_type)
+                .order_by(EventRow.seq.desc()).limit(1)
+            ).first()
+        return _event(campaign_id, row) if row is not None else None
+
+    def iteration_events(self, campaign_id: str, event_type: str, iteration: int) -> list[Event]:
+        """Events of one type whose payload's ``iteration`` is ``iteration``, in seq order (not cached; the JSON
+        field is read by the database: ``json_extract`` on SQLite, ``->>`` on PostgreSQL)."""
+        if self.is_postgres:
+            field_ = cast(cast(EventRow.payload, JSONB)["iteration"].astext, Integer)
+        else:
+            field_ = func.json_extract(EventRow.payload, "$.iteration")
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(*_EVENT_COLUMNS).where(EventRow.campaign_id == campaign_id, EventRow.type == event_type,
+                                              field_ == iteration).order_by(EventRow.seq)
+            ).all()
+        return [_event(campaign_id, row) for row in rows]
+
+    def count_events(self, campaign_id: str, event_type: str) -> int:
+        """How many events of one type a campaign has (not cached)."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(EventRow).where(
+                EventRow.campaign_id == campaign_id, EventRow.type == event_type)).scalar_one()
+
+    def events_at(self, campaign_id: str, seqs: Iterable[int]) -> list[Event]:
+        """The events at the given seqs, in seq order (not cached)."""
+        wanted = sorted(set(seqs))
+        out: list[Event] = []
+        with self.engine.connect() as conn:
+            for start in range(0, len(wanted), _IN_CHUNK):
+                rows = conn.execute(select(*_EVENT_COLUMNS).where(
+                    EventRow.campaign_id == campaign_id, EventRow.seq.in_(wanted[start:start + _IN_CHUNK]))
+                    .order_by(EventRow.seq)).all()
+                out.extend(_event(campaign_id, row) for row in rows)
+        return out
+
+    def candidate(self, campaign_id: str, candidate_id: str) -> CandidateRow | None:
+        """One candidate's projection row (not cached)."""
+        with Session(self.engine) as session:
+            return session.get(CandidateRow, (campaign_id, candidate_id))
 
     def n_events(self, campaign_id: str) -> int:
         """How many events a campaign has (its last seq)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..context import CampaignContext, lab_now, lab_time_s
-from ..events import CampaignStopped, Dispatched, FailureHandled, Observed
+from ..events import CampaignStopped, FailureHandled, Observed
 from ..history import LabHistory, lab_history, pending_retries
 from ..jobs import parse_job_key
 from ..state import CampaignState
@@ -66,7 +66,7 @@ def _stalled(ctx: CampaignContext, iteration: int, history: LabHistory) -> str |
     """Why the loop is going round without progress (every proposal rejected or screened out), or None."""
     if history.pending or iteration + 1 < STALL_ITERATIONS:
         return None
-    dispatched = {e.payload["iteration"] for e in ctx.ledger.events(ctx.campaign_id, types=[Dispatched.type])}
+    dispatched = {j.iteration for j in ctx.ledger.lab_jobs(ctx.campaign_id)}
     if any(i in dispatched for i in range(iteration - STALL_ITERATIONS + 1, iteration + 1)):
         return None
     return (f"stalled: the last {STALL_ITERATIONS} planning rounds dispatched nothing (every proposal was rejected or "
@@ -115,7 +115,7 @@ def decide(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                                      arm=retry.arm, action="skip", reason=f"not retried: the campaign stopped ({reason})",
                                      decided_by="orchestrator", attempt=attempt), f"handled:{retry.retry_key}"))
     best = history.best
-    n_lab = len(ctx.ledger.events(ctx.campaign_id, types=[Observed.type]))
+    n_lab = ctx.ledger.count_events(ctx.campaign_id, Observed.type)
     items.append((CampaignStopped(reason=reason, n_lab=n_lab, best_candidate_id=best[0] if best else None,
                                   best_value=best[2] if best else None), "stopped"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="orchestrator")

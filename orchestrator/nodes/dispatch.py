@@ -7,7 +7,7 @@ key, so a resumed node is safe. A retry waits on the lab clock until its back-of
 from __future__ import annotations
 
 from ..context import CampaignContext, lab_now
-from ..events import Dispatched, Proposed, Rejected
+from ..events import Dispatched, Rejected
 from ..history import pending_retries
 from ..jobs import make_job, parse_job_key
 from ..state import CampaignState
@@ -21,30 +21,23 @@ def envelope_violations(ctx: CampaignContext, job) -> list[str]:
     return list(envelope.check(job)) if envelope is not None else []
 
 
-def _arms(ctx: CampaignContext) -> dict[str, str]:
-    arms = {}
-    for event in ctx.ledger.events(ctx.campaign_id, types=[Proposed.type]):
-        arms.setdefault(event.payload["candidate_id"], event.payload["arm"])
-    return arms
-
-
 def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
     keys = state.get("job_keys", [])
     if not keys:
         return {}
-    arms = _arms(ctx)
     not_before = {r.retry_key: r.not_before_s or 0.0 for r in pending_retries(ctx)}
-    done = {e.payload["job_key"] for e in ctx.ledger.events(ctx.campaign_id, types=[Dispatched.type])}
+    done = {j.job_key for j in ctx.ledger.lab_jobs(ctx.campaign_id)}
     for key in keys:
         if key in done:  # dispatched before a crash; the lab replay has resubmitted it already
             continue
         job = make_job(ctx, key)
         candidate_id, _ = parse_job_key(ctx.campaign_id, key)
+        arm = ctx.ledger.candidate(ctx.campaign_id, candidate_id).arm  # the arm that first proposed it
         violations = envelope_violations(ctx, job)
         if violations:
             ctx.ledger.append(ctx.campaign_id, Rejected(
-                iteration=iteration, arm=arms[candidate_id], stage="dispatch", raw=key, candidate_id=candidate_id,
+                iteration=iteration, arm=arm, stage="dispatch", raw=key, candidate_id=candidate_id,
                 reason="outside the lab's safety envelope: " + "; ".join(violations)), key=f"envelope:{key}",
                 actor="dispatcher")
             continue
@@ -56,7 +49,7 @@ def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         ctx.ledger.append(
             ctx.campaign_id,
             Dispatched(iteration=iteration, job_key=handle.job_key, candidate_id=candidate_id,
-                       arm=arms[candidate_id], driver=ctx.driver.name, sim_time_s=now),
+                       arm=arm, driver=ctx.driver.name, sim_time_s=now),
             key=f"dispatched:{key}",
             actor="dispatcher",
         )

@@ -45,8 +45,8 @@ def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                        key=lambda j: j.dispatched_seq)
     # After a restart the driver may not know the jobs; resubmitting is idempotent on the key.
     handles = [ctx.loop.run(ctx.driver.submit(make_job(ctx, j.job_key))) for j in open_jobs]
-    already = any(e.payload.get("observe_iteration") == iteration
-                  for e in ctx.ledger.events(ctx.campaign_id, types=[Observed.type]))
+    last = ctx.ledger.last_event(ctx.campaign_id, Observed.type)  # results are appended in iteration order
+    already = last is not None and last.payload.get("observe_iteration") == iteration
     if not already:  # a resumed round has waited already (the lab replay did it); waiting again would skip ahead
         wait_for_jobs(ctx, handles)
     for job, handle in zip(open_jobs, handles, strict=True):

@@ -20,9 +20,10 @@ __all__ = ["recover", "unhandled_failures"]
 def unhandled_failures(ctx: CampaignContext) -> list[Observed]:
     """Failed lab results that no ``FailureHandled`` event has answered yet, oldest first."""
     handled = {e.payload["job_key"] for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])}
-    failed = [e.typed() for e in ctx.ledger.events(ctx.campaign_id, types=[Observed.type])
-              if e.payload["status"] == "failed" and e.payload["provenance"] == "lab"]
-    return [f for f in failed if f.job_key not in handled]
+    seqs = [j.observed_seq for j in ctx.ledger.lab_jobs(ctx.campaign_id)
+            if j.status == "failed" and j.job_key not in handled]
+    failed = [e.typed() for e in ctx.ledger.events_at(ctx.campaign_id, seqs)]
+    return [f for f in failed if f.status == "failed" and f.provenance == "lab" and f.job_key not in handled]
 
 
 def _human_actions(failures: list[Observed], ctx: CampaignContext) -> dict[str, str]:

@@ -8,7 +8,8 @@ import pytest
 from orchestrator.campaign import Campaign
 from orchestrator.events import HumanVerdict
 from orchestrator.ledger import verify
-from orchestrator.nodes.reward import LedgerView, recompute_rewards, stored_rewards, trajectory_rewards
+from orchestrator.nodes.reward import recompute_rewards, stored_rewards, trajectory_rewards
+from orchestrator.trajectory_fold import TrajectoryFold
 from orchestrator.spec import validate_spec
 from rewards import load_rubric, parse_rubric
 from tests.conftest import small_spec
@@ -136,8 +137,8 @@ scorer = "human"
                            by="chemist@lab")
     with_verdict = [*events, events[-1].model_copy(update={"seq": events[-1].seq + 1, "type": "HumanVerdict",
                                                            "payload": verdict.model_dump()})]
-    view = LedgerView.as_of(spec, with_verdict, proposal["iteration"])
-    rewards, _ = trajectory_rewards(view, rubric)
+    fold = TrajectoryFold.as_of(spec, with_verdict, proposal["iteration"])
+    rewards = [r for _, r in trajectory_rewards(fold, rubric, proposal["iteration"])[0]]
     tid = f"it{proposal['iteration']}:{proposal['arm']}:{proposal['candidate_id']}"
     [scored] = [r for r in rewards if r.trajectory_id == tid]
     [human] = [s for s in scored.steps[0].scores if s.criterion_id == "plausible"]
