@@ -102,6 +102,8 @@ class Rejected(EventPayload):
     raw: str = Field(description="the input as given, for the record")
     reason: str
     candidate_id: str | None = None
+    kind: Literal["invalid", "out_of_space", "duplicate"] | None = Field(
+        default=None, description="why a proposal failed validation (None for other stages and older ledgers)")
 
 
 class Simulated(EventPayload):

@@ -64,6 +64,7 @@ class Trajectory:
     iteration: int
     proposal: dict | None = None
     rejection: str | None = None
+    rejection_kind: str | None = None
     rungs: dict[str, dict] = field(default_factory=dict)
     """rung -> the observation of this proposal's screen."""
     dispatches: list[tuple[dict, int]] = field(default_factory=list)
@@ -83,7 +84,7 @@ class Trajectory:
 
 
 def _rejection_kind(reason: str) -> str:
-    """duplicate, out_of_space or invalid, from the validator's message."""
+    """duplicate, out_of_space or invalid, from the validator's message (ledgers from before ``Rejected.kind``)."""
     if reason.startswith("duplicate"):
         return "duplicate"
     if "design space" in reason or "constraint" in reason:
@@ -155,6 +156,7 @@ class TrajectoryFold:
         if p["stage"] == "validate":
             for t in self._by_iteration_candidate.get((p["iteration"], p["candidate_id"]), ()):
                 t.rejection = p["reason"]
+                t.rejection_kind = p.get("kind") or _rejection_kind(p["reason"])
 
     def _on_Simulated(self, event: Event) -> None:
         p = event.payload
@@ -334,7 +336,7 @@ class TrajectoryFold:
 
         spec, prior = self.spec, look.base_rate
         p, cid, arm = t.proposal, t.candidate_id, t.arm
-        kind = _rejection_kind(t.rejection) if t.rejection else None
+        kind = t.rejection_kind
         common = dict(arm=arm, candidate=p["candidate"], hypothesis=p["hypothesis"], rationale=p["rationale"],
                       expected=p["expected"])
         t.steps = [(StepContext(stage="proposal", subject=cid, is_valid=kind != "invalid",

@@ -8,7 +8,6 @@ own database.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -18,10 +17,12 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from orchestrator.campaign import Campaign
-from orchestrator.events import CampaignStarted, Dispatched, Observed
 from orchestrator.ledger import Ledger, LedgerConflict, LedgerError, export_jsonl, verify
 from tests.conftest import small_spec
+from tests.orchestrator.ledger.writers import dispatched, observed, started, write_concurrently
 from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.postgres
 
 def _password(url: str) -> str:
     """The password in the server URL (fixed by tests/postgres.py, random in CI's .ci/run)."""
@@ -34,29 +35,16 @@ def _comparable(ledger, campaign_id):
     return [(e.seq, e.type, e.payload, e.idempotency_key) for e in ledger.events(campaign_id)]
 
 
-def _started(name="c"):
-    return CampaignStarted(name=name, seed=0, spec={"objective": {"direction": "maximize"}})
-
-
-def _job(i):
-    return Dispatched(iteration=0, job_key=f"c/{i}", candidate_id=str(i), arm="random", driver="d", sim_time_s=float(i))
-
-
-def _result(i):
-    return Observed(iteration=0, job_key=f"c/{i}", candidate_id=str(i), arm="random", value=float(i), status="ok",
-                    sim_time_s=float(i) + 1, provenance="lab", driver="d", observe_iteration=0)
-
-
 def test_ledger_on_postgres_is_append_only_and_idempotent(postgres_url):
     assert postgres_url.startswith("postgresql://")
     ledger = Ledger.open(postgres_url)
     try:
         assert ledger.is_postgres and _password(postgres_url) not in ledger.url and "***" in ledger.url
-        ledger.append("c", _started(), key="start")
-        ledger.append("c", _job(1), key="d1")
-        assert ledger.append("c", _job(1), key="d1").seq == 2  # an identical re-append is a no-op
+        ledger.append("c", started(), key="start")
+        ledger.append("c", dispatched(1), key="d1")
+        assert ledger.append("c", dispatched(1), key="d1").seq == 2  # an identical re-append is a no-op
         with pytest.raises(LedgerConflict, match="not deterministic"):
-            ledger.append("c", _job(2), key="d1")
+            ledger.append("c", dispatched(2), key="d1")
         with pytest.raises(DBAPIError, match="append-only"):
             with ledger.engine.begin() as conn:
                 conn.execute(text("UPDATE event SET actor = 'mallory'"))
@@ -65,7 +53,7 @@ def test_ledger_on_postgres_is_append_only_and_idempotent(postgres_url):
                 conn.execute(text("DELETE FROM event"))
         assert [e.type for e in ledger.events("c")] == ["CampaignStarted", "Dispatched"]
         assert ledger.lab_jobs("c")[0].status == "dispatched"
-        ledger.append("c", _result(1), key="o1")
+        ledger.append("c", observed(1), key="o1")
         assert ledger.lab_jobs("c")[0].status == "done"  # the incremental read sees the update
         assert verify(ledger, "c").is_identical
     finally:
@@ -94,36 +82,9 @@ def test_migrations_create_exactly_the_models(postgres_url, tmp_path):
             ledger.close()
 
 
-def _concurrent_writer(url: str, worker: int, n: int) -> None:
-    ledger = Ledger.open(url)
-    try:
-        for i in range(n):
-            job = worker * 1000 + i
-            ledger.append_many("c", [(_job(job), f"d{job}"), (_result(job), f"o{job}")], actor=f"w{worker}")
-    finally:
-        ledger.close()
-
-
 def test_concurrent_writers_lose_no_update(postgres_url):
     """Four processes append to one campaign at once: seqs stay gap-free and the projections count every result."""
-    ledger = Ledger.open(postgres_url)
-    ledger.append("c", _started(), key="start")
-    n_workers, n_each = 4, 25
-    context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_concurrent_writer, args=(postgres_url, w, n_each)) for w in range(n_workers)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(120)
-        assert w.exitcode == 0
-    try:
-        events = ledger.events("c")
-        assert [e.seq for e in events] == list(range(1, 2 + 2 * n_workers * n_each))
-        assert ledger.campaign("c").n_lab == n_workers * n_each  # a read-modify-write lost nothing
-        assert {e.actor for e in events} == {"orchestrator"} | {f"w{w}" for w in range(n_workers)}
-        assert verify(ledger, "c").is_identical
-    finally:
-        ledger.close()
+    write_concurrently(postgres_url, n_workers=4, n_each=25)
 
 
 def test_campaign_on_postgres_uses_the_langgraph_postgres_checkpointer(postgres_url, tmp_path):

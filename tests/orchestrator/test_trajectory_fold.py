@@ -88,3 +88,27 @@ def test_the_loop_reads_each_event_at_most_once_outside_its_caches(tmp_path, mon
     assert len(reads) >= 6  # one incremental read per reward step
     assert sum(reads) <= n_events  # every event fetched once at most
     assert max(reads) < n_events / 3
+
+
+def test_validation_names_the_kind_of_each_rejection_and_the_fold_scores_by_it(tmp_path):
+    from orchestrator.domain import Molecule
+    from orchestrator.events import Proposed
+    from orchestrator.nodes.validate import validation_problem
+    from tests.conftest import small_spec
+
+    spec = small_spec(lab_experiments=4)
+    with Campaign.start(spec, db=tmp_path / "ledger.db", campaign_id="kinds") as campaign:
+        ctx = campaign.ctx
+        member = ctx.pool.candidates[0]
+        outsider = Molecule.parse("C1CCCCCCCCCCC1")
+
+        def proposal(candidate, candidate_id=None):
+            return Proposed(iteration=0, arm="bo", candidate_id=candidate_id or candidate.id,
+                            candidate=candidate.model_dump())
+
+        assert validation_problem(ctx, proposal(member), set(), frozenset()) is None
+        assert validation_problem(ctx, proposal(member), {member.id}, frozenset())[0] == "duplicate"
+        assert validation_problem(ctx, proposal(member), set(), frozenset({member.id}))[0] == "duplicate"
+        assert validation_problem(ctx, proposal(outsider), set(), frozenset())[0] == "out_of_space"
+        kind, message = validation_problem(ctx, proposal(member, candidate_id="not-its-id"), set(), frozenset())
+        assert kind == "invalid" and "canonical" in message

@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 
 import pytest
 
-from orchestrator.events import CampaignStarted, Dispatched, Observed
 from orchestrator.ledger import Ledger, verify
 from orchestrator.ledger.tables import LabJobRow
 from orchestrator.migrations import BASELINE, head_revision
-
-
-def _started():
-    return CampaignStarted(name="demo", seed=0, spec={"objective": {"direction": "maximize"}})
-
-
-def _job(i, cid="c"):
-    return Dispatched(iteration=i, job_key=f"{cid}/{i}", candidate_id=str(i), arm="bo", driver="d", sim_time_s=float(i))
-
-
-def _result(i, cid="c"):
-    return Observed(iteration=i, job_key=f"{cid}/{i}", candidate_id=str(i), arm="bo", value=float(i), status="ok",
-                    sim_time_s=i + 1.0, provenance="lab", driver="d", observe_iteration=i)
+from tests.orchestrator.ledger.writers import dispatched, observed, started, write_concurrently
 
 
 def test_typed_reads_fetch_only_new_events(ledger):
-    ledger.append("c", _started(), key="s")
-    ledger.append_many("c", [(_job(i), f"d{i}") for i in range(200)])
+    ledger.append("c", started(), key="s")
+    ledger.append_many("c", [(dispatched(i), f"d{i}") for i in range(200)])
     assert len(ledger.events("c", types=["Dispatched"])) == 200
     fetched = []
     original = ledger._refresh_type
@@ -41,7 +27,7 @@ def test_typed_reads_fetch_only_new_events(ledger):
         return out
 
     ledger._refresh_type = spy
-    ledger.append("c", _job(200), key="d200")
+    ledger.append("c", dispatched(200), key="d200")
     events = ledger.events("c", types=["Dispatched"])
     assert [e.payload["job_key"] for e in events][-2:] == ["c/199", "c/200"] and len(events) == 201
     assert fetched == [1], "a second read fetched old events again"
@@ -49,8 +35,8 @@ def test_typed_reads_fetch_only_new_events(ledger):
 
 
 def test_projection_reads_fetch_only_changed_rows(ledger):
-    ledger.append("c", _started(), key="s")
-    ledger.append_many("c", [(_job(i), f"d{i}") for i in range(100)])
+    ledger.append("c", started(), key="s")
+    ledger.append_many("c", [(dispatched(i), f"d{i}") for i in range(100)])
     assert [j.status for j in ledger.lab_jobs("c")] == ["dispatched"] * 100
     changed = []
     from sqlmodel import Session
@@ -67,7 +53,7 @@ def test_projection_reads_fetch_only_changed_rows(ledger):
 
     Session.exec = exec_spy
     try:
-        ledger.append("c", _result(7), key="o7")
+        ledger.append("c", observed(7), key="o7")
         jobs = ledger.lab_jobs("c")
     finally:
         Session.exec = original_exec
@@ -80,12 +66,12 @@ def test_projection_reads_fetch_only_changed_rows(ledger):
 def test_a_second_ledger_sees_what_another_writer_appended(tmp_path):
     reader, writer = Ledger.open(tmp_path / "l.db"), Ledger.open(tmp_path / "l.db")
     try:
-        writer.append("c", _started(), key="s")
-        writer.append("c", _job(1), key="d1")
+        writer.append("c", started(), key="s")
+        writer.append("c", dispatched(1), key="d1")
         assert [j.status for j in reader.lab_jobs("c")] == ["dispatched"]
         assert len(reader.events("c", types=["Dispatched"])) == 1
-        writer.append("c", _result(1), key="o1")
-        writer.append("c", _job(2), key="d2")
+        writer.append("c", observed(1), key="o1")
+        writer.append("c", dispatched(2), key="d2")
         assert [j.status for j in reader.lab_jobs("c")] == ["done", "dispatched"]
         assert [e.seq for e in reader.events("c", types=["Dispatched", "Observed"])] == [2, 3, 4]
         assert reader.campaign("c").n_lab == 1
@@ -107,7 +93,7 @@ def _old_ledger(path) -> None:
         conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text("INSERT INTO campaign (id, name, seed, status, n_lab, started_seq, objective) "
                           "VALUES ('old', 'demo', 0, 'running', 0, 1, '{\"direction\": \"maximize\"}')"))
-        payload = _started().model_dump_json()
+        payload = started().model_dump_json()
         conn.execute(text("INSERT INTO event (campaign_id, seq, type, schema_version, payload, idempotency_key, actor, "
                           "at) VALUES ('old', 1, 'CampaignStarted', 1, :p, 'old:s', 'orchestrator', '2025-01-01')"),
                      {"p": payload})
@@ -124,8 +110,8 @@ def test_a_ledger_from_before_alembic_is_stamped_and_upgraded(tmp_path):
             columns = {row[1] for row in conn.execute("PRAGMA table_info(lab_job)")}
         assert "updated_seq" in columns
         assert ledger.campaign("old").name == "demo" and [e.seq for e in ledger.events("old")] == [1]
-        ledger.append("old", _job(1, "old"), key="d1")
-        ledger.append("old", _result(1, "old"), key="o1")
+        ledger.append("old", dispatched(1, "old"), key="d1")
+        ledger.append("old", observed(1, "old"), key="o1")
         assert [j.status for j in ledger.lab_jobs("old")] == ["done"]
         assert verify(ledger, "old").is_identical
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
@@ -135,30 +121,5 @@ def test_a_ledger_from_before_alembic_is_stamped_and_upgraded(tmp_path):
         ledger.close()
 
 
-def _sqlite_writer(path: str, worker: int, n: int) -> None:
-    ledger = Ledger.open(path)
-    try:
-        for i in range(n):
-            job = worker * 1000 + i
-            ledger.append_many("c", [(_job(job), f"d{job}"), (_result(job), f"o{job}")], actor=f"w{worker}")
-    finally:
-        ledger.close()
-
-
 def test_concurrent_sqlite_writers_lose_no_update(tmp_path):
-    path = str(tmp_path / "shared.db")
-    ledger = Ledger.open(path)
-    ledger.append("c", _started(), key="s")
-    context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_sqlite_writer, args=(path, w, 20)) for w in range(3)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(120)
-        assert w.exitcode == 0
-    try:
-        assert [e.seq for e in ledger.events("c")] == list(range(1, 2 + 2 * 3 * 20))
-        assert ledger.campaign("c").n_lab == 60
-        assert verify(ledger, "c").is_identical
-    finally:
-        ledger.close()
+    write_concurrently(str(tmp_path / "shared.db"), n_workers=3, n_each=20)
