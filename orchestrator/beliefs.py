@@ -19,8 +19,13 @@ __all__ = ["lab_beliefs", "proxy_values", "rung_calibrations"]
 
 def proxy_values(ctx: CampaignContext, rung: str, proxy: str) -> dict[str, float]:
     """Successful proxy values of one rung, by candidate id (the first evaluation wins)."""
-    values: dict[str, float] = {}
-    for event in ctx.ledger.events(ctx.campaign_id, types=[Simulated.type]):
+    from .rung_digest import rung_digest
+
+    digest = rung_digest(ctx)
+    if digest.proxies.get(rung) == proxy:
+        return digest.values[rung]
+    values: dict[str, float] = {}  # not the rung's declared proxy: read the events
+    for event in ctx.ledger.read_events(ctx.campaign_id, [Simulated.type]):
         p = event.payload
         if p["rung"] == rung and p["observation"]["status"] == "ok" and proxy in p["observation"]["properties"]:
             values.setdefault(p["candidate_id"], p["observation"]["properties"][proxy])

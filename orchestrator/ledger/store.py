@@ -303,6 +303,16 @@ class Ledger:
             ).all()
         return [_event(campaign_id, row) for row in rows]
 
+    def read_events(self, campaign_id: str, types: Iterable[str], *, after_seq: int = 0) -> list[Event]:
+        """Events of the given types newer than ``after_seq``, in seq order, without keeping them in the read cache
+        (for readers that fold them into something smaller)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(*_EVENT_COLUMNS).where(EventRow.campaign_id == campaign_id, EventRow.type.in_(list(types)),
+                                              EventRow.seq > after_seq).order_by(EventRow.seq)
+            ).all()
+        return [_event(campaign_id, row) for row in rows]
+
     def last_event(self, campaign_id: str, event_type: str) -> Event | None:
         """The newest event of one type (not cached: one indexed query)."""
         with self.engine.connect() as conn:

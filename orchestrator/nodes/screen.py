@@ -24,6 +24,7 @@ from ..context import CampaignContext, Rung
 from ..escalation import Belief, decision_threshold, promote_by_value_per_cost
 from ..events import Promoted, Proposed, Simulated
 from ..history import iteration_payloads, lab_history
+from ..rung_digest import rung_digest
 from ..screening import run_rung
 from ..state import CampaignState
 
@@ -61,9 +62,7 @@ class _Ladder:
         if budget.compute_seconds is None:
             return None
         # Only earlier iterations count: a re-run of this node after a crash must see what the first run saw.
-        spent = sum(e.payload["observation"].get("cost_s", 0.0)
-                    for e in self.ctx.ledger.events(self.ctx.campaign_id, types=[Simulated.type])
-                    if e.payload["iteration"] < self.iteration)
+        spent = rung_digest(self.ctx).compute_s_before(self.iteration)
         history = lab_history(self.ctx)
         remaining_lab = max(budget.lab_experiments - history.n_dispatched, 1)
         share = min(1.0, sum(self.slots.values()) / remaining_lab)

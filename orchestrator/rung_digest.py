@@ -1,0 +1,49 @@
+"""What the loop needs from the ``Simulated`` events, kept compact and read incrementally.
+
+A ladder campaign screens several proposals per lab slot on several rungs, so ``Simulated`` is the most numerous event
+of a long campaign. The loop needs two things from it: each proxy rung's first successful value per candidate (to
+calibrate the rung against the lab) and the compute seconds spent per iteration (to pace the compute budget). The
+digest keeps just those, and reads only events newer than the last one it folded.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .context import CampaignContext
+from .events import Simulated
+
+__all__ = ["RungDigest", "rung_digest"]
+
+
+class RungDigest:
+    """Per proxy rung the first successful proxy value of each candidate; compute seconds per iteration."""
+
+    def __init__(self, proxies: dict[str, str]):
+        self.proxies = proxies
+        self.values: dict[str, dict[str, float]] = {rung: {} for rung in proxies}
+        self.cost_s_by_iteration: dict[int, float] = defaultdict(float)
+        self.last_seq = 0
+
+    def update(self, ctx: CampaignContext) -> RungDigest:
+        for event in ctx.ledger.read_events(ctx.campaign_id, [Simulated.type], after_seq=self.last_seq):
+            p = event.payload
+            observation = p["observation"]
+            self.cost_s_by_iteration[p["iteration"]] += observation.get("cost_s", 0.0)
+            prop = self.proxies.get(p["rung"])
+            if prop and observation["status"] == "ok" and prop in observation["properties"]:
+                self.values[p["rung"]].setdefault(p["candidate_id"], observation["properties"][prop])
+            self.last_seq = event.seq
+        return self
+
+    def compute_s_before(self, iteration: int) -> float:
+        """Compute seconds the ladder spent in iterations before ``iteration``."""
+        return sum(cost for i, cost in self.cost_s_by_iteration.items() if i < iteration)
+
+
+def rung_digest(ctx: CampaignContext) -> RungDigest:
+    """The campaign's digest, brought up to date (kept in the context between steps)."""
+    digest = ctx.resources.get("rung_digest")
+    if digest is None:
+        digest = ctx.resources["rung_digest"] = RungDigest({r.name: r.spec.proxy for r in ctx.rungs if r.spec.proxy})
+    return digest.update(ctx)
