@@ -5,12 +5,18 @@ The planner arms (``bo``, ``bo-sf``, ``llm``, ``random``) are closedloop's own p
 is no ledger, no simulated lab clock and no escalation node: the lab answers at once with the column's value, in
 batches of ``batch``. ``botorch`` and ``cheap-first`` are the yardsticks.
 
+The bo arm's ladder: half of the first batch follows the cheapest rung's ranking, then on fingerprint pools (Tanimoto)
+the calibrated rung is the GP's prior mean (``RungPrior``), and on descriptor pools (Matérn, one ARD lengthscale per
+feature) each rung is one more input feature, so the fit decides how much it says. A target objective is modelled by
+its value, not by the folded utility (``MODEL_TARGET_VALUES``; ``BOPlanner(observed_values=...)``).
+
 Rung costs: an arm that reads a rung reads it for the whole pool (``cheap-first`` must, to rank; ``bo`` does, for
-its prior), and is charged ``n_pool × cost_s`` per rung; the lab is charged ``lab_cost_s`` per experiment.
+its prior or features), and is charged ``n_pool × cost_s`` per rung; the lab is charged ``lab_cost_s`` per experiment.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 
@@ -22,6 +28,9 @@ from .problem import BenchProblem
 from .rung_prior import RungPrior
 
 __all__ = ["RunRecord", "run_arm"]
+
+MODEL_TARGET_VALUES = True
+"""A target objective is modelled by its value (the lab answers with it), not by the folded utility -|v - t|."""
 
 
 @dataclass
@@ -37,24 +46,49 @@ class RunRecord:
     notes: dict = field(default_factory=dict)
 
 
-def _context(problem: BenchProblem, seed: int, iteration: int, observed: list[int], state) -> PlanningContext:
+def _context(problem: BenchProblem, seed: int, iteration: int, observed: list[int], state, pool=None) -> PlanningContext:
     spec = problem.spec.model_copy(update={"campaign": problem.spec.campaign.model_copy(update={"seed": seed})})
     is_tested = np.zeros(len(problem), dtype=bool)
     is_tested[observed] = True
-    return PlanningContext(spec=spec, pool=problem.pool, iteration=iteration, available=np.flatnonzero(~is_tested),
+    pool = problem.pool if pool is None else pool
+    return PlanningContext(spec=spec, pool=pool, iteration=iteration, available=np.flatnonzero(~is_tested),
                            observed=np.asarray(observed, dtype=int), utilities=problem.utilities[observed],
                            pending=np.zeros(0, dtype=int), surrogate_state=state, seed=seed)
 
 
+def _rungs_as_features(problem: BenchProblem, arm: str) -> bool:
+    """The bo arm's ladder on a Matérn (descriptor) pool: each rung is one more feature, weighed by its own ARD
+    lengthscale. On fingerprints (Tanimoto, no lengthscales) the calibrated rung is the GP's prior mean instead."""
+    return arm == "bo" and bool(problem.rung_values) and problem.kernel == "matern52"
+
+
+def _arm_pool(problem: BenchProblem, arm: str):
+    """The pool an arm plans over: the problem's, or with the rungs' values appended as features (scaled to [0, 1])."""
+    if not _rungs_as_features(problem, arm):
+        return problem.pool
+    columns = []
+    for values in problem.rung_values.values():
+        filled = np.where(np.isfinite(values), values, np.nanmedian(values))  # a failed rung: a middling guess
+        spread = float(filled.max() - filled.min()) or 1.0
+        columns.append(((filled - filled.min()) / spread)[:, None])
+    pool = copy.copy(problem.pool)
+    pool.features = np.hstack([problem.pool.features, *columns])
+    return pool
+
+
 def _planner(problem: BenchProblem, arm: str, seed: int):
+    models_values = problem.config.direction == "target" and MODEL_TARGET_VALUES
+    observed_values = (lambda context: problem.values[np.asarray(context.observed, dtype=int)]) if models_values else None
     if arm == "bo" and problem.rung_values:
         s = problem.spec.screening
         by_cost = sorted(problem.config.rungs, key=lambda r: r.cost_s)
         rung_values = {r.name: problem.rung_values[r.name] for r in by_cost}
         return BOPlanner(RungPrior(rung_values, problem.values, problem.config.direction, problem.config.target,
-                                   min_pairs=s.min_pairs, min_informativeness=s.min_informativeness))
+                                   min_pairs=s.min_pairs, min_informativeness=s.min_informativeness,
+                                   as_values=models_values, initial_only=_rungs_as_features(problem, arm)),
+                         observed_values=observed_values)
     if arm in ("bo", "bo-sf"):
-        return BOPlanner()
+        return BOPlanner(observed_values=observed_values)
     if arm == "llm":
         spec = problem.spec.model_copy(update={"campaign": problem.spec.campaign.model_copy(update={"seed": seed})})
         return make_planner("llm", spec)
@@ -63,20 +97,21 @@ def _planner(problem: BenchProblem, arm: str, seed: int):
 
 def _run_planner(problem: BenchProblem, arm: str, seed: int, record: RunRecord) -> None:
     planner = _planner(problem, arm, seed)
+    pool = _arm_pool(problem, arm)
     budget, batch = problem.config.lab_budget, problem.config.batch
     observed: list[int] = []
     state, n_fitted, iteration = None, 0, 0
     n_fallback = 0
     uses_gp = arm != "random"
     while len(observed) < budget:
-        context = _context(problem, seed, iteration, observed, state)
+        context = _context(problem, seed, iteration, observed, state, pool)
         # The learn node's schedule: refit when the lab data grew by a batch or a quarter since the last fit.
         if uses_gp and len(observed) >= 2 and len(observed) >= max(n_fitted + batch, 1.25 * n_fitted):
             targets = planner.training_targets(context) if isinstance(planner, BOPlanner) else context.utilities
-            state = fit_surrogate_state(problem.pool.features[observed], targets, kernel=problem.kernel,
+            state = fit_surrogate_state(pool.features[observed], targets, kernel=problem.kernel,
                                         seed=derive_seed(seed, iteration, "learn"))
             n_fitted = len(observed)
-            context = _context(problem, seed, iteration, observed, state)
+            context = _context(problem, seed, iteration, observed, state, pool)
         proposals = planner.propose(context, min(batch, budget - len(observed)))
         n_fallback += sum(p.is_fallback for p in proposals)
         picks = [problem.pool.index[p.candidate.id] for p in proposals]
@@ -89,6 +124,8 @@ def _run_planner(problem: BenchProblem, arm: str, seed: int, record: RunRecord) 
         record.notes["n_fallback_proposals"] = n_fallback
     if isinstance(planner, BOPlanner) and planner.prior_mean is not None:
         record.notes["prior_rung"] = planner.prior_mean.last.get("rung")
+        if pool is not problem.pool:
+            record.notes["rungs_as_features"] = list(problem.rung_values)
         _charge_rungs(problem, record)
 
 

@@ -8,6 +8,8 @@ among informative rungs the one with the largest |ρ| wins. Before ``min_pairs``
 taken as it stands (a rung of the bench reports the lab's own property, in its unit): this is escalation's optimistic
 prior (``PRIOR_INFORMATIVENESS``), and it only steers half of the initial design (``BOPlanner._initial_design``).
 A rung measured to be uninformative gives no prior at all, and the bo arm is then plain BO.
+
+With ``as_values`` the prior is the calibrated rung value itself (objective unit), for a planner that models values.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ class RungPrior:
         lab_values: the lab value of every pool row; only the observed rows are ever read.
         direction, target: the objective.
         min_pairs, min_informativeness: when a rung counts as informative (as in ``[screening]``).
+        as_values: return prior values (calibrated rung values) rather than their utilities.
+        initial_only: give the uncalibrated prior for the initial design only, and None once ``min_pairs`` lab
+            results exist (for a planner that reads the rungs as features instead).
 
     Example:
         >>> import numpy as np
@@ -41,17 +46,21 @@ class RungPrior:
     """
 
     def __init__(self, rung_values: dict[str, np.ndarray], lab_values: np.ndarray, direction: str,
-                 target: float | None = None, *, min_pairs: int = 5, min_informativeness: float = 0.3):
+                 target: float | None = None, *, min_pairs: int = 5, min_informativeness: float = 0.3,
+                 as_values: bool = False, initial_only: bool = False):
         self.rung_values = {name: np.asarray(v, dtype=float) for name, v in rung_values.items()}
         self.lab_values = np.asarray(lab_values, dtype=float)
         self.direction, self.target = direction, target
         self.min_pairs, self.min_informativeness = min_pairs, min_informativeness
+        self.as_values, self.initial_only = as_values, initial_only
         self.last: dict = {}
         """The last decision: chosen rung (or None) and every rung's calibration numbers."""
         self._cache: tuple[bytes, np.ndarray | None] | None = None
 
     def _utilities(self, values: np.ndarray) -> np.ndarray:
         filled = np.where(np.isfinite(values), values, np.nanmedian(values))  # a failed rung: a middling guess
+        if self.as_values:
+            return filled
         return np.asarray([objective_utility(self.direction, v, self.target) for v in filled], dtype=float)
 
     def calibrations(self, observed: np.ndarray) -> dict[str, RungCalibration]:
@@ -66,6 +75,10 @@ class RungPrior:
         key = observed.tobytes()
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
+        if self.initial_only and len(observed) >= self.min_pairs:
+            self.last = {"rung": None, "calibrations": {}}
+            self._cache = (key, None)
+            return None
         calibrations = self.calibrations(observed)
         informative = {name: c for name, c in calibrations.items()
                        if c.is_informative(min_pairs=self.min_pairs, min_informativeness=self.min_informativeness)}

@@ -28,12 +28,14 @@ from scipy import special
 from orchestrator.domain import SetupError
 from orchestrator.planners.surrogate import GPSurrogate
 
-__all__ = ["log_expected_improvement", "select_batch"]
+__all__ = ["log_expected_improvement", "log_window_improvement", "select_batch"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_SQRT_PI_DIV_2 = 0.5 * math.log(math.pi / 2)
 _INV_SQRT_EPS = 1 / math.sqrt(np.finfo(float).eps)
 _MIN_VARIANCE = 1e-12  # standardised units, as BoTorch clamps posterior variance before EI
+_MIN_WINDOW = 0.01  # target windows: the smallest incumbent distance, in sds of y
+_MAX_WINDOW = 1e3  # and the window without any incumbent
 
 
 def _log1mexp(w: np.ndarray) -> np.ndarray:
@@ -90,6 +92,57 @@ def log_expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> n
     return values
 
 
+def _normal_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Phi(hi) - Phi(lo) for lo <= hi, from the tail that keeps its digits."""
+    return np.where(lo > 0, special.ndtr(-lo) - special.ndtr(-hi), special.ndtr(hi) - special.ndtr(lo))
+
+
+def log_window_improvement(mean: np.ndarray, sd: np.ndarray, target: float, best_distance: float) -> np.ndarray:
+    """log E[max(d - |f - target|, 0)] for f ~ Normal(mean, sd²), with d = ``best_distance``, elementwise.
+
+    The expected improvement of the target utility ``-|f - target|`` over an incumbent at distance d, when the model
+    is of the value f itself (so it knows on which side of the target a candidate lies). In closed form, with
+    z(x) = (x - mean) / sd, a = target - d and b = target + d:
+    ``sd · [φ(z_a) − φ(z_t) − z_a (Φ(z_t) − Φ(z_a)) + z_b (Φ(z_b) − Φ(z_t)) − φ(z_t) + φ(z_b)]``. Far from the window,
+    where that difference of probabilities loses its digits, its asymptote (Mills' ratio) is used. Where ``sd`` is zero the exact limit log(max(d − |mean − target|, 0)) is returned.
+
+    Args:
+        mean, sd: the predictive of the value, same shape, value units.
+        target: the centre of the window.
+        best_distance: the incumbent's |value − target| (> 0; floor it before calling, as ``select_batch`` does).
+
+    Example:
+        >>> import numpy as np
+        >>> values = log_window_improvement(np.array([1.4, 1.6, 9.0]), np.array([0.1, 0.1, 0.1]), 1.4, 0.2)
+        >>> bool(values[0] > values[1] > values[2]), bool(np.all(np.isfinite(values)))
+        (True, True)
+    """
+    mean = np.asarray(mean, dtype=float)
+    sd = np.asarray(sd, dtype=float)
+    if np.any(sd < 0) or not np.all(np.isfinite(sd)) or not np.all(np.isfinite(mean)):
+        raise SetupError("log_window_improvement needs finite means and non-negative finite sds")
+    if not best_distance > 0:
+        raise SetupError(f"{best_distance=} must be positive; floor the incumbent's distance to the target")
+    is_certain = sd <= 0
+    safe_sd = np.where(is_certain, 1.0, sd)
+    z_a, z_t, z_b = ((x - mean) / safe_sd for x in (target - best_distance, target, target + best_distance))
+    pdf = [np.exp(-0.5 * z * z - _LOG_SQRT_2PI) for z in (z_a, z_t, z_b)]
+    below = pdf[0] - pdf[1] - z_a * _normal_mass(z_a, z_t)
+    above = z_b * _normal_mass(z_t, z_b) - pdf[1] + pdf[2]
+    standardised = np.maximum(below + above, 0.0)
+    # Far outside the window (edge at z > 0 sds), the density across it is φ(z)·exp(-z·s), and the tent integrates
+    # to φ(z) (1 - exp(-z w))² / z², w = d / sd: the asymptote, used where the closed form has lost its digits.
+    z_edge = np.maximum(z_a, -z_b)
+    is_far = (z_edge > 1.0) & ~(standardised > 1e-9 * (1.0 + np.abs(z_t) + (z_b - z_t)))
+    z_far = np.where(is_far, z_edge, 2.0)
+    with np.errstate(divide="ignore"):
+        asymptote = (-0.5 * z_far**2 - _LOG_SQRT_2PI + 2 * np.log(-np.expm1(-z_far * (z_b - z_t))) - 2 * np.log(z_far))
+        values = np.where(is_far, asymptote, np.log(np.where(is_far, 1.0, standardised))) + np.log(safe_sd)
+        if np.any(is_certain):
+            values = np.where(is_certain, np.log(np.maximum(best_distance - np.abs(mean - target), 0.0)), values)
+    return values
+
+
 def select_batch(
     surrogate: GPSurrogate,
     X_train: np.ndarray,
@@ -101,6 +154,7 @@ def select_batch(
     offset_pool: np.ndarray | None = None,
     offset_pending: np.ndarray | None = None,
     incumbent: float | None = None,
+    target: float | None = None,
 ) -> tuple[list[int], list[float]]:
     """Pick q distinct pool rows by log-EI with the Kriging believer, aware of pending experiments.
 
@@ -120,6 +174,9 @@ def select_batch(
             surrogate models residuals (``y_train`` = observed − prior) and EI is taken on prior + residual.
         offset_pending: the same prior at the pending rows, shape (n_pending,); needed with both pending and offset.
         incumbent: the value to improve on; default max(y_train) (pass max(observed) when y_train are residuals).
+        target: for a target objective modelled by its value: y_train (plus the offset) are values, the utility is
+            ``-|value - target|``, ``incumbent`` is the best utility (default from y_train), and the acquisition is
+            ``log_window_improvement``. Each believed pick at distance d from the target tightens the window to d.
 
     Returns:
         Pool indices in pick order and their log-EI values (y units) at pick time.
@@ -148,16 +205,18 @@ def select_batch(
     if offset.shape != (len(X_pool),):
         raise SetupError(f"offset_pool has shape {offset.shape}; expected ({len(X_pool)},), one prior mean per pool row")
     posterior = _posterior_on(surrogate, X_train, y_train)
+    # "best" is on the utility scale: y itself, or -|y - target| for a target modelled by its value.
+    utility = (lambda v: v) if target is None else (lambda v: -np.abs(np.asarray(v, dtype=float) - target))
     if incumbent is not None:
         best = float(incumbent)
     else:
-        best = float(np.max(y_train)) if y_train.size else -math.inf
+        best = float(np.max(utility(y_train))) if y_train.size else -math.inf
     if pending is not None and len(pending):
         pending = np.asarray(pending, dtype=float)
         if offset_pool is not None and offset_pending is None:
             raise SetupError("pending experiments with a prior mean need offset_pending, the prior at the pending rows")
         pending_offset = 0.0 if offset_pending is None else np.asarray(offset_pending, dtype=float)
-        best = max(best, float(np.max(posterior.predict(pending)[0] + pending_offset)))
+        best = max(best, float(np.max(utility(posterior.predict(pending)[0] + pending_offset))))
         posterior = posterior.fantasize(pending)
 
     pool = posterior.pool_posterior(X_pool)
@@ -168,13 +227,19 @@ def select_batch(
     for _ in range(q):
         # Work in standardised units, where the variance floor means the same thing for every objective.
         sd_std = np.sqrt(np.maximum((pool.sd / y_sd) ** 2, _MIN_VARIANCE))
-        scores = log_expected_improvement((pool.mean + offset) / y_sd, sd_std, best / y_sd) + math.log(y_sd)
+        if target is None:
+            scores = log_expected_improvement((pool.mean + offset) / y_sd, sd_std, best / y_sd) + math.log(y_sd)
+        else:
+            # An incumbent on the target leaves nothing to improve: keep a window of 1 % of y's spread.
+            distance = max(-best, _MIN_WINDOW * y_sd) if math.isfinite(best) else _MAX_WINDOW * y_sd
+            scores = log_window_improvement((pool.mean + offset) / y_sd, sd_std, target / y_sd, distance / y_sd)
+            scores = scores + math.log(y_sd)
         scores[is_picked] = -np.inf
         index = int(np.argmax(scores))  # ties and an all -inf pool resolve to the lowest index
         indices.append(index)
         values.append(float(scores[index]))
         is_picked[index] = True
-        best = max(best, float(pool.mean[index] + offset[index]))
+        best = max(best, float(utility(pool.mean[index] + offset[index])))
         if len(indices) < q:
             pool.add_fantasy(index)
     return indices, values

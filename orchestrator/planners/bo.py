@@ -3,12 +3,16 @@
 With a ``prior_mean`` (for example a cheap rung calibrated against the lab), the GP models the lab utility's residual
 from that prior, and expected improvement is taken on prior + residual: the multi-fidelity mean-function form of
 co-kriging (Kennedy & O'Hagan, 2000) with the calibration playing the role of the scale factor.
+
+For a target objective the utility ``-|value - target|`` folds the two sides of the target together. Given the lab
+values (``observed_values``), the planner models the value instead (the prior, if any, is then a prior value) and
+ranks by ``log_window_improvement``, the expected improvement of the folded utility under the value's predictive.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -20,11 +24,20 @@ __all__ = ["BOPlanner", "PriorMean", "choose_kernel", "fit_surrogate_state"]
 
 
 class PriorMean(Protocol):
-    """A prior belief about every pool row's lab utility, from what is known before the lab answers."""
+    """A prior belief about every pool row's lab utility (or value), from what is known before the lab answers."""
 
     def __call__(self, context: PlanningContext) -> np.ndarray | None:
-        """Prior utility per pool row, shape (n_pool,), in utility units; None when there is no prior (yet)."""
+        """Prior utility per pool row, shape (n_pool,), in utility units; None when there is no prior (yet).
+
+        With ``BOPlanner(observed_values=...)`` on a target objective: the prior value, in the objective's unit.
+        """
         ...
+
+
+class ObservedValues(Protocol):
+    """The lab values (objective unit, not utilities) of ``context.observed``, in that order."""
+
+    def __call__(self, context: PlanningContext) -> np.ndarray: ...
 
 
 def choose_kernel(kind: str, requested: str) -> str:
@@ -35,10 +48,16 @@ def choose_kernel(kind: str, requested: str) -> str:
 
 
 def fit_surrogate_state(X: np.ndarray, y: np.ndarray, *, kernel: str, seed: int) -> dict[str, Any]:
-    """Fit the GP on lab data (features ``X``, utilities ``y``) and return its JSON-serialisable hyperparameters."""
+    """Fit the GP on lab data (features ``X``, utilities ``y``) and return its JSON-serialisable hyperparameters.
+
+    The hyperparameters are the MAP under BoTorch's default priors (``GPSurrogate.fit(priors=True)``), found by
+    L-BFGS; Matérn-5/2 gets one lengthscale per feature (ARD). Measured on the discovery benchmarks against the plain
+    marginal-likelihood fit with one lengthscale (``orchestrator/DECISIONS.md``).
+    """
     from .surrogate import GPSurrogate
 
-    return GPSurrogate.fit(X, y, kernel=kernel, seed=seed).hyperparameters
+    return GPSurrogate.fit(X, y, kernel=kernel, seed=seed, ard=kernel == "matern52", priors=True,
+                           optimizer="lbfgs").hyperparameters
 
 
 class BOPlanner:
@@ -49,18 +68,47 @@ class BOPlanner:
     Args:
         prior_mean: optional prior utility per pool row; the surrogate state must then be fitted on
             ``training_targets(context)`` (the residuals), not on the raw utilities.
+        observed_values: optional lab values of the observed rows; with a target objective the planner then models
+            values rather than utilities (and ``prior_mean`` must give prior values). Fit the surrogate on
+            ``training_targets(context)``.
     """
 
     name = "bo"
+    incumbent: Literal["observed", "posterior"] = "posterior"
+    """What log-EI improves on; "posterior" measured fewer lab experiments on the noisier pools (DECISIONS.md)."""
 
-    def __init__(self, prior_mean: PriorMean | None = None):
+    def __init__(self, prior_mean: PriorMean | None = None, *, observed_values: ObservedValues | None = None):
         self.prior_mean = prior_mean
+        self.observed_values = observed_values
+
+    def models_values(self, context: PlanningContext) -> bool:
+        """Whether the surrogate models the lab value (a target objective with the values given) or the utility."""
+        return self.observed_values is not None and context.spec.objective.direction == "target"
 
     def training_targets(self, context: PlanningContext) -> np.ndarray:
-        """What the surrogate is fitted on: lab utilities, minus the prior mean when there is one."""
+        """What the surrogate is fitted on: lab utilities (or values), minus the prior mean when there is one."""
         prior = self.prior_mean(context) if self.prior_mean is not None else None
-        utilities = np.asarray(context.utilities, dtype=float)
-        return utilities if prior is None else utilities - prior[np.asarray(context.observed, dtype=int)]
+        if self.models_values(context):
+            y = np.asarray(self.observed_values(context), dtype=float)
+        else:
+            y = np.asarray(context.utilities, dtype=float)
+        return y if prior is None else y - prior[np.asarray(context.observed, dtype=int)]
+
+    def _incumbent(self, context: PlanningContext, surrogate, X_train: np.ndarray, prior: np.ndarray | None,
+                   target: float | None) -> float:
+        """The utility to improve on: the best observed, or (``incumbent = "posterior"``) the best posterior mean
+        at the tested candidates, which a lucky noisy measurement cannot inflate (the plug-in form of noisy EI)."""
+        if self.incumbent == "observed":
+            return float(np.max(context.utilities))
+        mean = surrogate.predict(X_train)[0]
+        if prior is not None:
+            mean = mean + prior[np.asarray(context.observed, dtype=int)]
+        return float(np.max(mean if target is None else -np.abs(mean - target)))
+
+    def _prior_utility(self, context: PlanningContext, prior: np.ndarray) -> np.ndarray:
+        if not self.models_values(context):
+            return prior
+        return -np.abs(prior - float(context.spec.objective.target))
 
     def _initial_design(self, context: PlanningContext, n: int) -> list[Proposal]:
         """Random, or with a prior: the best ceil(n/2) by the prior plus random picks (spread for calibrating it)."""
@@ -68,7 +116,8 @@ class BOPlanner:
         by_prior, rest = np.zeros(0, dtype=int), context
         if prior is not None:
             available = np.asarray(context.available, dtype=int)
-            by_prior = available[np.argsort(-prior[available], kind="stable")[: (n + 1) // 2]]
+            prior_utility = self._prior_utility(context, prior)
+            by_prior = available[np.argsort(-prior_utility[available], kind="stable")[: (n + 1) // 2]]
             rest = dataclasses.replace(context, available=available[~np.isin(available, by_prior)])
         picks = [context.pool.candidates[int(i)] for i in by_prior]
         proposals = [Proposal(candidate=c, arm="bo", hypothesis="initial design: best by the prior mean",
@@ -95,22 +144,25 @@ class BOPlanner:
         pending = X[context.pending] if len(context.pending) else None
         offsets = {} if prior is None else {"offset_pool": prior[context.available],
                                             "offset_pending": prior[context.pending] if len(context.pending) else None}
-        best = float(np.max(context.utilities))
+        is_value = self.models_values(context)
+        target = float(context.spec.objective.target) if is_value else None
+        best = self._incumbent(context, surrogate, X_train, prior, target)
         picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n, pending=pending,
-                                     incumbent=best, **offsets)
+                                     incumbent=best, target=target, **offsets)
         chosen = context.available[np.asarray(picks, dtype=int)]
         mean, sd = surrogate.predict(X[chosen])
         if prior is not None:
             mean = mean + prior[chosen]
         proposals = []
         for index, acq, mu, sigma in zip(chosen, log_ei, mean, sd, strict=True):
+            what = "value" if is_value else "utility"
             proposals.append(
                 Proposal(
                     candidate=context.pool.candidates[int(index)],
                     arm="bo",
-                    hypothesis=f"predicted utility {mu:.3g} ± {sigma:.2g} against the incumbent {best:.3g}",
+                    hypothesis=f"predicted {what} {mu:.3g} ± {sigma:.2g} against the incumbent utility {best:.3g}",
                     rationale="highest log expected improvement given the lab data and pending jobs",
-                    expected=_utility_to_value(context, float(mu)),
+                    expected=float(mu) if is_value else _utility_to_value(context, float(mu)),
                     acquisition=float(acq),
                 )
             )

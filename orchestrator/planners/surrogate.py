@@ -1,9 +1,10 @@
 """Gaussian-process surrogate for the ``bo`` planner arm, built on ``pyro.contrib.gp``.
 
-The surrogate standardises y, fits the kernel variance, the lengthscale (``matern52`` only, isotropic) and the
-noise variance by maximising the exact marginal likelihood in float64 (Adam on pyro's unconstrained parameters, the
-loss evaluated in closed form rather than through pyro's ELBO, which is the same objective; L-BFGS on request), and
-keeps those hyperparameters as plain floats. Every posterior, the fitted one included, is built from those floats by one code path, so
+The surrogate standardises y, fits the kernel variance, the lengthscale (``matern52`` only: one shared, or one per
+feature with ``ard=True``) and the noise variance by maximising the exact marginal likelihood in float64 (Adam on
+pyro's unconstrained parameters, the loss evaluated in closed form rather than through pyro's ELBO, which is the same
+objective; L-BFGS on request), or with ``priors=True`` the posterior under BoTorch's default priors (MAP), and keeps
+those hyperparameters as plain floats. Every posterior, the fitted one included, is built from those floats by one code path, so
 ``GPSurrogate.from_hyperparameters`` reproduces a fitted surrogate's predictions bit for bit, and fantasies
 (Kriging-believer batches, pending experiments) reuse the hyperparameters without refitting.
 
@@ -37,7 +38,8 @@ __all__ = ["GPSurrogate", "KernelName", "PoolPosterior"]
 
 KernelName = Literal["matern52", "tanimoto"]
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2  # 2: ``lengthscale`` may be a list (ARD); version 1 states (a scalar lengthscale) still load
+_READABLE_SCHEMA_VERSIONS = (1, 2)
 _NOISE_FLOOR = 1e-6  # in standardised y units; keeps K + noise·I well conditioned when y is nearly noiseless
 _JITTERS = (1e-6, 1e-5, 1e-4, 1e-3)
 _DEFAULT_NOISE = 1e-2
@@ -87,16 +89,23 @@ def _kernel_classes() -> dict[str, type]:
         return gp.kernels.Kernel._slice_input(kernel, X)
 
     class Matern52(gp.kernels.Matern52):
-        """pyro's Matern52 with an isotropic (scalar) lengthscale and cached squared distances."""
+        """pyro's Matern52 with cached squared distances for a scalar lengthscale, or one lengthscale per feature."""
 
         _slice_input = slice_input
 
         def _square_scaled_dist(self, X, Z=None):
-            return cached(self, "_cached_square_dist", X, Z, self._square_dist) / self.lengthscale**2
+            if self.lengthscale.dim() == 0:
+                return cached(self, "_cached_square_dist", X, Z, self._sliced_square_dist) / self.lengthscale**2
+            # ARD: one lengthscale per feature, so the inputs are scaled before the distance (nothing to cache).
+            A = self._slice_input(X) / self.lengthscale
+            return self._square_dist(A, None if Z is None else self._slice_input(Z) / self.lengthscale)
+
+        def _sliced_square_dist(self, X, Z):
+            return self._square_dist(self._slice_input(X), None if Z is None else self._slice_input(Z))
 
         def _square_dist(self, X, Z):
-            A = self._slice_input(X)
-            B = A if Z is None else self._slice_input(Z)
+            A = X
+            B = A if Z is None else Z
             if A.size(1) != B.size(1):
                 raise ValueError("Inputs must have the same number of features.")
             squared = (A * A).sum(1, keepdim=True) - 2 * A.matmul(B.t()) + (B * B).sum(1, keepdim=True).t()
@@ -225,6 +234,8 @@ class GPSurrogate:
         seed: int = 0,
         n_steps: int = 200,
         optimizer: Literal["adam", "lbfgs"] = "adam",
+        ard: bool = False,
+        priors: bool = False,
     ) -> GPSurrogate:
         """Fit hyperparameters by maximising the marginal likelihood and return the posterior.
 
@@ -234,13 +245,19 @@ class GPSurrogate:
         Args:
             X: training features, shape (n_points, n_features).
             y: training targets, shape (n_points,), any units.
-            kernel: ``"matern52"`` (isotropic) or ``"tanimoto"`` (non-negative features).
+            kernel: ``"matern52"`` or ``"tanimoto"`` (non-negative features).
             seed: seeds torch and pyro (and clears pyro's param store) so that the fit is reproducible; the
                 global random generators of Python, NumPy and torch are restored afterwards.
             n_steps: optimiser iterations on the negative log marginal likelihood (L-BFGS iterations, or Adam
                 steps).
             optimizer: ``"adam"`` (default; learning rate 0.05) or ``"lbfgs"`` (strong-Wolfe line search; converges
                 in tens of evaluations, and may find a sharper optimum than 200 Adam steps on tiny data sets).
+            ard: ``matern52`` only: one lengthscale per feature (automatic relevance determination), each starting
+                at the median distance between training rows.
+            priors: maximise the marginal likelihood times the priors BoTorch uses by default (Hvarfner et al., 2024):
+                LogNormal(√2 + ½ log d, √3) on each lengthscale, LogNormal(-4, 1) on the noise, and LogNormal(0, 1)
+                on the kernel variance (standardised y). With many features and few points this keeps the ARD
+                lengthscales from collapsing or running off to infinity.
 
         Raises:
             SetupError: for bad shapes, non-finite values, negative features with ``tanimoto``, or no torch/pyro.
@@ -278,9 +295,11 @@ class GPSurrogate:
         }
         if kernel == "matern52":
             hyper["lengthscale"] = _default_lengthscale(X)
+            if ard:
+                hyper["lengthscale"] = [hyper["lengthscale"]] * X.shape[1]
         if X.shape[0] >= 2 and not is_constant:
             fitted = _optimise(torch, pyro, gp, X, (y - y_mean) / hyper["y_sd"], hyper, seed=seed, n_steps=n_steps,
-                               optimizer=optimizer)
+                               optimizer=optimizer, priors=priors)
             if fitted is None:
                 warnings.warn(
                     "GP hyperparameter optimisation failed numerically; using default hyperparameters "
@@ -316,6 +335,9 @@ class GPSurrogate:
         y = _as_targets(y, X.shape[0])
         if h["kernel"] == "tanimoto" and np.any(X < 0):
             raise SetupError("the tanimoto kernel needs non-negative features (fingerprints); use kernel='matern52'")
+        if isinstance(h.get("lengthscale"), list) and len(h["lengthscale"]) != X.shape[1]:
+            raise SetupError(f"the hyperparameters have {len(h['lengthscale'])} lengthscales but X has {X.shape[1]} "
+                             "features; refit the surrogate on these features")
         return cls(X, y, h)
 
     def fantasize(self, X_new: np.ndarray) -> GPSurrogate:
@@ -343,7 +365,8 @@ class GPSurrogate:
     def hyperparameters(self) -> dict[str, Any]:
         """JSON-serialisable hyperparameters: kernel name, variance, lengthscale (matern52), noise, y mean and sd.
 
-        ``variance`` and ``noise`` are in standardised y units; ``lengthscale`` is in feature units.
+        ``variance`` and ``noise`` are in standardised y units; ``lengthscale`` is in feature units, a float or (ARD)
+        a list with one entry per feature.
         """
         return dict(self._hyperparameters)
 
@@ -457,29 +480,52 @@ def _restoring_global_rngs(torch):
 
 
 def _optimise(torch, pyro, gp, X: np.ndarray, y_std: np.ndarray, init: dict[str, Any], *, seed: int, n_steps: int,
-              optimizer: str = "adam"):
+              optimizer: str = "adam", priors: bool = False):
     """Maximise the marginal likelihood from ``init``; return the fitted floats, or None on numerical failure."""
     with _restoring_global_rngs(torch):
-        return _optimise_seeded(torch, pyro, gp, X, y_std, init, seed=seed, n_steps=n_steps, optimizer=optimizer)
+        return _optimise_seeded(torch, pyro, gp, X, y_std, init, seed=seed, n_steps=n_steps, optimizer=optimizer,
+                                priors=priors)
 
 
-def _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter: float):
-    """-log N(y | 0, K + (noise + jitter)·I) of pyro's ``GPRegression`` in closed form (it has no priors or latents)."""
+def _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter: float, priors: bool = False):
+    """-log N(y | 0, K + (noise + jitter)·I) of pyro's ``GPRegression`` in closed form (it has no priors or latents).
+
+    With ``priors``, minus the log densities of the hyperparameter priors (up to constants) are added: the loss is
+    then the negative log posterior, whose minimum is the MAP estimate.
+    """
     n = X_t.size(0)
     K = model.kernel(X_t) + (model.noise + jitter) * torch.eye(n, dtype=X_t.dtype)
     L = torch.linalg.cholesky(K)
     alpha = torch.cholesky_solve(y_t[:, None], L)
-    return 0.5 * (y_t[:, None] * alpha).sum() + torch.log(torch.diagonal(L)).sum() + 0.5 * n * math.log(2 * math.pi)
+    loss = 0.5 * (y_t[:, None] * alpha).sum() + torch.log(torch.diagonal(L)).sum() + 0.5 * n * math.log(2 * math.pi)
+    if priors:
+        loss = loss + _negative_log_prior(torch, model, X_t.size(1))
+    return loss
 
 
-def _train_lbfgs(torch, model, X_t, y_t, jitter: float, n_steps: int) -> list[float]:
+def _log_normal_nll(torch, value, loc: float, scale: float):
+    log_value = torch.log(value)
+    return (log_value + 0.5 * ((log_value - loc) / scale) ** 2).sum()
+
+
+def _negative_log_prior(torch, model, n_features: int):
+    """Hvarfner et al. (2024)'s priors, as BoTorch's defaults: LogNormal(√2 + ½ log d, √3) on each lengthscale,
+    LogNormal(-4, 1) on the noise; and LogNormal(0, 1) on the kernel variance (standardised y has variance 1)."""
+    loss = _log_normal_nll(torch, model.noise, -4.0, 1.0) + _log_normal_nll(torch, model.kernel.variance, 0.0, 1.0)
+    if hasattr(model.kernel, "lengthscale"):
+        loss = loss + _log_normal_nll(torch, model.kernel.lengthscale, math.sqrt(2) + 0.5 * math.log(n_features),
+                                      math.sqrt(3))
+    return loss
+
+
+def _train_lbfgs(torch, model, X_t, y_t, jitter: float, n_steps: int, priors: bool = False) -> list[float]:
     optimizer = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=n_steps, line_search_fn="strong_wolfe",
                                   tolerance_grad=1e-6, tolerance_change=1e-9)
     losses: list[float] = []
 
     def closure():
         optimizer.zero_grad()
-        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter)
+        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter, priors)
         loss.backward()
         losses.append(float(loss.detach()))
         return loss
@@ -488,20 +534,21 @@ def _train_lbfgs(torch, model, X_t, y_t, jitter: float, n_steps: int) -> list[fl
     return losses
 
 
-def _train_adam(torch, model, X_t, y_t, jitter: float, n_steps: int) -> list[float]:
+def _train_adam(torch, model, X_t, y_t, jitter: float, n_steps: int, priors: bool = False) -> list[float]:
     """The steps of ``pyro.contrib.gp.util.train`` on the same loss, without pyro's trace machinery (~15× faster)."""
     adam = torch.optim.Adam(model.parameters(), lr=_LEARNING_RATE)
     losses = []
     for _ in range(n_steps):
         adam.zero_grad()
-        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter)
+        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter, priors)
         loss.backward()
         adam.step()
         losses.append(float(loss.detach()))
     return losses
 
 
-def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int, optimizer: str = "adam"):
+def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int, optimizer: str = "adam",
+                     priors: bool = False):
     from torch.distributions import constraints
 
     for jitter in _JITTERS:
@@ -517,9 +564,9 @@ def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int
         )
         try:
             if optimizer == "lbfgs":
-                losses = _train_lbfgs(torch, model, X_t, y_t, jitter, n_steps)
+                losses = _train_lbfgs(torch, model, X_t, y_t, jitter, n_steps, priors)
             else:
-                losses = _train_adam(torch, model, X_t, y_t, jitter, n_steps)
+                losses = _train_adam(torch, model, X_t, y_t, jitter, n_steps, priors)
         except (RuntimeError, ValueError):  # torch.linalg.LinAlgError is a RuntimeError
             continue
         if not all(math.isfinite(loss) for loss in losses):
@@ -527,30 +574,39 @@ def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int
         with torch.no_grad():
             fitted = {"variance": float(kernel.variance), "noise": float(model.noise)}
             if init["kernel"] == "matern52":
-                fitted["lengthscale"] = float(kernel.lengthscale)
-        if all(math.isfinite(value) and value > 0 for value in fitted.values()):
+                lengthscale = kernel.lengthscale
+                fitted["lengthscale"] = float(lengthscale) if lengthscale.dim() == 0 else lengthscale.tolist()
+        if all(math.isfinite(value) and value > 0 for value in np.ravel(list(_flat(fitted)))):
             return fitted
     return None
+
+
+def _flat(values: dict[str, Any]):
+    for value in values.values():
+        yield from (value if isinstance(value, list) else [value])
 
 
 def _check_hyperparameters(hyperparameters: dict[str, Any]) -> dict[str, Any]:
     h = dict(hyperparameters)
     if h.get("type") != "gp_surrogate":
         raise SetupError(f"hyperparameters have type {h.get('type')!r}; expected 'gp_surrogate' from GPSurrogate")
-    if h.get("schema_version") != _SCHEMA_VERSION:
+    if h.get("schema_version") not in _READABLE_SCHEMA_VERSIONS:
         raise SetupError(
-            f"hyperparameters schema_version {h.get('schema_version')!r} is not {_SCHEMA_VERSION}; refit the surrogate"
+            f"hyperparameters schema_version {h.get('schema_version')!r} is not one of {_READABLE_SCHEMA_VERSIONS}; "
+            "refit the surrogate"
         )
     if h.get("kernel") not in ("matern52", "tanimoto"):
         raise SetupError(f"hyperparameters kernel {h.get('kernel')!r} is not 'matern52' or 'tanimoto'")
     names = ["variance", "noise", "y_mean", "y_sd"] + (["lengthscale"] if h["kernel"] == "matern52" else [])
     for name in names:
         value = h.get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SetupError(f"hyperparameter {name}={value!r} must be a finite number; refit the surrogate")
-        h[name] = float(value)
-        if name != "y_mean" and h[name] <= 0:
-            raise SetupError(f"hyperparameter {name}={value!r} must be positive; refit the surrogate")
+        is_list = name == "lengthscale" and isinstance(value, list) and len(value) > 0
+        for item in value if is_list else [value]:
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
+                raise SetupError(f"hyperparameter {name}={value!r} must be a finite number; refit the surrogate")
+            if name != "y_mean" and item <= 0:
+                raise SetupError(f"hyperparameter {name}={value!r} must be positive; refit the surrogate")
+        h[name] = [float(v) for v in value] if is_list else float(value)
     return h
 
 

@@ -73,9 +73,12 @@ def test_an_uninformative_rung_is_measured_then_skipped_by_the_main_arm(tmp_path
              and e.payload["to_rung"] == "coin"]
     assert skips and all("uninformative" in s["reason"] for s in skips)
     first_skip = min(s["iteration"] for s in skips)
-    # after that, only the control arm runs the rung, so its informativeness is still measured
+    # after that, while the rung is judged uninformative, only the control arm runs it, so its informativeness is
+    # still measured (on a handful of pairs a coin's |ρ| can cross 0.3 again, and then the main arm may use it)
     later_runs = [e.payload for e in events if e.type == "Simulated" and e.payload["iteration"] >= first_skip]
     proposals = {e.payload["candidate_id"]: e.payload["arm"] for e in events if e.type == "Proposed"}
-    assert later_runs and all(proposals[r["candidate_id"]] == "random" for r in later_runs)
+    judged_at = {a["iteration"]: a["is_informative"] for a in assessed}
+    assert later_runs and any(proposals[r["candidate_id"]] == "random" for r in later_runs)
+    assert all(proposals[r["candidate_id"]] == "random" for r in later_runs if judged_at[r["iteration"] - 1] is False)
     n_pairs = [a["n_pairs"] for a in assessed]
     assert n_pairs[-1] > min(a["n_pairs"] for a in judged), "the estimate keeps being updated"

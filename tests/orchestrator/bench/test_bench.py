@@ -30,6 +30,17 @@ def tiny_pool(tmp_path):
     return path
 
 
+@pytest.fixture
+def tiny_categorical_pool(tiny_pool, tmp_path):
+    """The same pool with the grid levels as category names: one-hot bits, so the bench picks the Tanimoto kernel."""
+    frame = pd.read_csv(tiny_pool)
+    frame["a"] = [f"a{round(9 * v)}" for v in frame["a"]]
+    frame["b"] = [f"b{round(5 * v)}" for v in frame["b"]]
+    path = tmp_path / "categorical.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
 def _bench(*args: str):
     return runner.invoke(app, ["bench", *args], catch_exceptions=False)
 
@@ -76,15 +87,74 @@ def test_runs_are_deterministic_and_never_repeat_a_candidate(tiny_pool):
     assert run_arm(problem, "random", 3).order != run_arm(problem, "random", 4).order
 
 
-def test_a_perfect_rung_prior_makes_bo_find_the_best_after_the_initial_design(tiny_pool):
-    config = BenchConfig(pool=str(tiny_pool), id_cols=("a", "b"), objective="maximize:y",
+def test_a_perfect_rung_prior_makes_bo_find_the_best_after_the_initial_design(tiny_categorical_pool):
+    config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective="maximize:y",
                          rungs=(parse_rung("cheap=perfect"),), lab_budget=10, seeds=1, arms=("bo",), batch=5)
     problem = load_problem(config)
+    assert problem.kernel == "tanimoto"
     record = run_arm(problem, "bo", 0)
     best = int(np.argmax(problem.values))
     assert record.order[0] == best  # half the initial design follows the rung before any calibration
     assert record.notes["prior_rung"] == "cheap"  # calibrated and informative after the first batch
     assert run_arm(problem, "bo-sf", 0).order[0] != best
+
+
+def test_on_a_descriptor_pool_the_rungs_are_features_after_the_initial_design(tiny_pool):
+    from orchestrator.bench.arms import _arm_pool
+
+    config = BenchConfig(pool=str(tiny_pool), id_cols=("a", "b"), objective="maximize:y",
+                         rungs=(parse_rung("cheap=perfect:2.5"),), lab_budget=10, seeds=1, arms=("bo",), batch=5)
+    problem = load_problem(config)
+    assert problem.kernel == "matern52"
+    features = _arm_pool(problem, "bo").features
+    assert features.shape == (60, 3) and np.array_equal(features[:, :2], problem.pool.features)
+    assert np.allclose(features[:, 2], (problem.values - problem.values.min()) / np.ptp(problem.values))
+    assert _arm_pool(problem, "bo-sf") is problem.pool
+    record = run_arm(problem, "bo", 0)
+    assert record.order[0] == int(np.argmax(problem.values))  # the initial design still follows the rung
+    assert record.notes["rungs_as_features"] == ["cheap"] and record.rung_cost_s == 60 * 2.5
+
+
+def test_a_target_objective_is_modelled_by_its_value_and_the_rung_prior_is_a_value(tiny_categorical_pool):
+    from orchestrator.bench.arms import _context, _planner
+
+    config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective="target:y:1.0:0.2",
+                         rungs=(parse_rung("cheap=perfect"),), lab_budget=10, seeds=1, arms=("bo",), batch=5)
+    problem = load_problem(config)
+    context = _context(problem, 0, 1, list(range(0, 60, 6)), None)
+    for arm in ("bo", "bo-sf"):
+        planner = _planner(problem, arm, 0)
+        assert planner.models_values(context)
+        prior = planner.prior_mean(context) if planner.prior_mean is not None else np.zeros(len(problem))
+        assert np.allclose(planner.training_targets(context) + prior[context.observed], problem.values[context.observed])
+    prior = _planner(problem, "bo", 0).prior_mean(context)
+    assert np.allclose(prior, problem.values, atol=1e-9)  # a perfect rung calibrates to the value itself
+    record = run_arm(problem, "bo", 0)
+    assert record.order[0] == int(np.argmax(problem.utilities))
+
+
+def test_the_incumbent_is_the_best_posterior_mean_so_one_lucky_measurement_does_not_set_it(tiny_pool):
+    from orchestrator.bench.arms import _context
+    from orchestrator.planners import BOPlanner, fit_surrogate_state
+    from orchestrator.planners.surrogate import GPSurrogate
+
+    config = BenchConfig(pool=str(tiny_pool), id_cols=("a", "b"), objective="maximize:y", lab_budget=10, seeds=1,
+                         arms=("bo",), batch=5)
+    problem = load_problem(config)
+    observed = list(range(0, 60, 3))
+    lucky = observed[4]
+    problem.utilities[lucky] = problem.utilities.max() + 3.0  # one measurement far above its neighbours
+    X = problem.pool.features[observed]
+    state = fit_surrogate_state(X, problem.utilities[observed], kernel=problem.kernel, seed=0)
+    state = {**state, "noise": 0.3}  # a lab whose noise the GP knows about (standardised units)
+    context = _context(problem, 0, 4, observed, state)
+    surrogate = GPSurrogate.from_hyperparameters(X, problem.utilities[observed], state)
+    planner = BOPlanner()
+    posterior = planner._incumbent(context, surrogate, X, None, None)
+    assert posterior == pytest.approx(float(np.max(surrogate.predict(X)[0])))
+    assert posterior < problem.utilities[lucky] - 0.5
+    planner.incumbent = "observed"
+    assert planner._incumbent(context, surrogate, X, None, None) == problem.utilities[lucky]
 
 
 def test_experiments_to_hit_counts_budget_plus_one_without_a_hit():

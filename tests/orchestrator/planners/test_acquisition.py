@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from orchestrator.domain import SetupError
-from orchestrator.planners.acquisition import log_expected_improvement, select_batch
+from orchestrator.planners.acquisition import log_expected_improvement, log_window_improvement, select_batch
 from orchestrator.planners.surrogate import GPSurrogate
 
 
@@ -208,3 +208,41 @@ def test_ei_batches_find_the_maximum_sooner_than_random_picks():
             chosen += [int(i) for i in rest[picks]]
         evaluations.append(len(chosen))
     assert np.mean(evaluations) < 0.5 * random_expected
+
+
+# --------------------------------------------------------------------------------------------------- target windows
+def numerical_window_ei(mean, sd, target, distance):
+    from scipy import integrate
+
+    def integrand(v):
+        return (distance - abs(v - target)) * stats.norm.pdf(v, mean, sd)
+
+    return integrate.quad(integrand, target - distance, target + distance, points=[target], epsabs=0, limit=200)[0]
+
+
+@pytest.mark.parametrize(("mean", "sd", "distance"), [(1.4, 0.1, 0.2), (1.6, 0.1, 0.2), (3.0, 0.5, 0.2),
+                                                      (1.45, 2.0, 0.01), (-3.0, 1.0, 0.5), (6.0, 1.0, 2.0),
+                                                      (-5.0, 1.0, 0.05)])
+def test_window_improvement_is_the_expected_improvement_of_the_folded_utility(mean, sd, distance):
+    expected = numerical_window_ei(mean, sd, 1.4, distance)
+    value = log_window_improvement(np.array([mean]), np.array([sd]), 1.4, distance)[0]
+    assert value == pytest.approx(math.log(expected), abs=2e-3)
+
+
+def test_window_improvement_is_finite_and_falls_off_on_both_sides():
+    z = np.linspace(-60.0, 60.0, 2001)
+    values = log_window_improvement(z, np.ones_like(z), 0.0, 0.3)
+    assert np.all(np.isfinite(values))
+    assert np.all(np.diff(values[z < 0]) > 0) and np.all(np.diff(values[z > 0]) < 0)
+    certain = log_window_improvement(np.array([0.1, 1.0]), np.zeros(2), 0.0, 0.3)
+    assert certain[0] == pytest.approx(math.log(0.2)) and certain[1] == -np.inf
+
+
+def test_select_batch_with_a_target_picks_where_the_value_crosses_it():
+    X = np.linspace(0.0, 1.0, 9)[:, None]
+    y = 3.0 * X[:, 0]  # the value rises through the target 1.5 at x = 0.5; the utility -|y - 1.5| folds there
+    surrogate = GPSurrogate.fit(X[[0, 1, 7, 8]], y[[0, 1, 7, 8]])
+    pool = np.linspace(0.0, 1.0, 101)[:, None]
+    indices, values = select_batch(surrogate, X[[0, 1, 7, 8]], y[[0, 1, 7, 8]], pool, q=3, target=1.5)
+    assert abs(pool[indices[0], 0] - 0.5) < 0.06
+    assert len(set(indices)) == 3 and all(math.isfinite(v) for v in values)

@@ -84,7 +84,7 @@ def test_hyperparameters_round_trip_through_json_gives_identical_predictions(ker
 
 def test_hyperparameters_are_plain_json_values(sine_surrogate):
     h = sine_surrogate.hyperparameters
-    assert h["type"] == "gp_surrogate" and h["schema_version"] == 1 and h["kernel"] == "matern52"
+    assert h["type"] == "gp_surrogate" and h["schema_version"] == 2 and h["kernel"] == "matern52"
     for name in ("variance", "lengthscale", "noise", "y_mean", "y_sd"):
         assert type(h[name]) is float
     assert "lengthscale" not in GPSurrogate.fit(np.eye(3), np.arange(3.0), kernel="tanimoto", n_steps=5).hyperparameters
@@ -94,6 +94,56 @@ def test_from_hyperparameters_rejects_tampered_values(sine, sine_surrogate):
     for change in ({"type": "other"}, {"schema_version": 99}, {"kernel": "rbf"}, {"noise": -1.0}, {"variance": "1"}):
         with pytest.raises(SetupError):
             GPSurrogate.from_hyperparameters(*sine, {**sine_surrogate.hyperparameters, **change})
+
+
+# --------------------------------------------------------------------------------------------------- ARD and priors
+@pytest.fixture(scope="module")
+def one_relevant_feature():
+    """y depends on the first of three features only."""
+    X = np.random.default_rng(5).random((30, 3))
+    return X, np.sin(6 * X[:, 0])
+
+
+@pytest.mark.parametrize("priors", [False, True])
+def test_ard_gives_irrelevant_features_long_lengthscales(one_relevant_feature, priors):
+    X, y = one_relevant_feature
+    surrogate = GPSurrogate.fit(X, y, ard=True, priors=priors, optimizer="lbfgs")
+    lengthscale = surrogate.hyperparameters["lengthscale"]
+    assert isinstance(lengthscale, list) and len(lengthscale) == 3 and all(type(v) is float for v in lengthscale)
+    assert min(lengthscale[1:]) > 5 * lengthscale[0]
+    queries = np.random.default_rng(6).random((200, 3))
+    ard_error = np.abs(surrogate.predict(queries)[0] - np.sin(6 * queries[:, 0])).mean()
+    isotropic_error = np.abs(GPSurrogate.fit(X, y).predict(queries)[0] - np.sin(6 * queries[:, 0])).mean()
+    assert ard_error < 0.5 * isotropic_error
+
+
+def test_ard_hyperparameters_round_trip_and_need_as_many_features(one_relevant_feature):
+    X, y = one_relevant_feature
+    fitted = GPSurrogate.fit(X, y, ard=True, priors=True, optimizer="lbfgs")
+    stored = json.loads(json.dumps(fitted.hyperparameters))
+    rebuilt = GPSurrogate.from_hyperparameters(X, y, stored)
+    assert all(np.array_equal(a, b) for a, b in zip(fitted.predict(X[:7] + 0.01), rebuilt.predict(X[:7] + 0.01),
+                                                      strict=True))
+    posterior = rebuilt.pool_posterior(X[:9] + 0.02)
+    posterior.add_fantasy(3)
+    assert np.allclose(posterior.sd, rebuilt.fantasize(X[3:4] + 0.02).predict(X[:9] + 0.02)[1], atol=1e-6)
+    with pytest.raises(SetupError, match="3 lengthscales but X has 2 features"):
+        GPSurrogate.from_hyperparameters(X[:, :2], y, stored)
+    with pytest.raises(SetupError, match="positive"):
+        GPSurrogate.from_hyperparameters(X, y, {**stored, "lengthscale": [1.0, -1.0, 1.0]})
+
+
+def test_priors_keep_the_noise_off_the_floor_where_the_likelihood_alone_interpolates(one_relevant_feature):
+    X, y = one_relevant_feature
+    plain = GPSurrogate.fit(X, y, ard=True, optimizer="lbfgs").hyperparameters
+    with_priors = GPSurrogate.fit(X, y, ard=True, priors=True, optimizer="lbfgs").hyperparameters
+    assert with_priors["noise"] > plain["noise"]
+
+
+def test_schema_version_1_states_still_load(sine, sine_surrogate):
+    stored = {**sine_surrogate.hyperparameters, "schema_version": 1}
+    rebuilt = GPSurrogate.from_hyperparameters(*sine, stored)
+    assert np.array_equal(rebuilt.predict(sine[0])[0], sine_surrogate.predict(sine[0])[0])
 
 
 # --------------------------------------------------------------------------------------------------- determinism
