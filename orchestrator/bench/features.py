@@ -3,7 +3,8 @@
 ``auto`` looks at each column: SMILES become Morgan fingerprints (radius 2, 1024 bits), chemical formulas become
 composition features (element fractions plus electronegativity and radius statistics), numbers are min-max scaled
 to [0, 1], and anything else is one-hot encoded. Columns constant over the pool are dropped. Every feature lies in
-[0, 1], so one isotropic lengthscale (or the Tanimoto kernel, when every feature is a bit) fits them all.
+[0, 1], so the Matérn kernel's lengthscale priors (one lengthscale per feature) suit them all, and the Tanimoto
+kernel applies when every feature is a bit.
 
 Example:
     >>> import pandas as pd
