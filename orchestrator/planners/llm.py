@@ -134,8 +134,9 @@ class LLMPlanner:
         restrict_to_shortlist: make ``candidate`` an enum of shortlist ids in the answer schema; default: True for
             local GGUF models (their grammar then enforces it), False for provider models.
         max_prompt_chars: prompt budget (system plus task); the DATA block is trimmed to fit (neighbours first,
-            then shortlist rows, keeping at least twice the batch). Default: ``MAX_PROMPT_CHARS`` for provider
-            models, ``LOCAL_PROMPT_CHARS`` for local GGUF models, which also see fewer best/worst results.
+            then shortlist rows). Default: ``MAX_PROMPT_CHARS`` for provider models; for local GGUF models
+            ``LOCAL_PROMPT_CHARS``, a soft budget that keeps at least twice the batch in rows and always keeps the
+            history (3 best and 2 worst results for them).
         temperature, seed, max_tokens: sampling parameters for a model loaded from ``model``.
 
     Example:
@@ -327,7 +328,10 @@ class _Run:
         max_chars = self.planner.max_prompt_chars or (LOCAL_PROMPT_CHARS if local else MAX_PROMPT_CHARS)
         budget = max_chars - len(system) - len(task_message(self.n, objective, {}, free_form=free_form,
                                                             generate=generate))
-        data = fit_to_budget(data, budget, min_rows=min(2 * self.n, len(rows)) if local else self.n)
+        if local:  # a soft budget: the lab results stay even when 2 × batch rows already exceed it
+            data = fit_to_budget(data, budget, min_rows=min(2 * self.n, len(rows)), droppable=())
+        else:
+            data = fit_to_budget(data, budget, min_rows=self.n)
         visible = [row[0] for row in data["shortlist"]["rows"]]
         tools.set_labels({label: labels[label] for label in visible})
         shown = data["shortlist"]["columns"][2:]

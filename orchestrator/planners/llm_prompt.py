@@ -148,9 +148,10 @@ def repair_message(n: int, messages: list[str], accepted: list[str]) -> str:
     )
 
 
-def fit_to_budget(data: dict[str, Any], budget: int, *, min_rows: int = 1) -> dict[str, Any]:
+def fit_to_budget(data: dict[str, Any], budget: int, *, min_rows: int = 1,
+                  droppable: tuple[str, ...] = ("history", "constraints")) -> dict[str, Any]:
     """Trim the data until its block fits ``budget`` characters: drop neighbours, then shortlist rows from the end
-    (keeping ``min_rows``), then the history and constraints summaries."""
+    (keeping ``min_rows``), then the ``droppable`` summaries; with none droppable the result may exceed the budget."""
     data = json.loads(json.dumps(data))
     if len(data_block(data)) <= budget:
         return data
@@ -158,7 +159,7 @@ def fit_to_budget(data: dict[str, Any], budget: int, *, min_rows: int = 1) -> di
     rows = data.get("shortlist", {}).get("rows", [])
     while len(rows) > min_rows and len(data_block(data)) > budget:
         rows.pop()
-    for key in ("history", "constraints"):
+    for key in droppable:
         if len(data_block(data)) > budget:
             data[key] = {"note": "omitted to keep the prompt short"}
     return data
