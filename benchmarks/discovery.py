@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -90,10 +91,28 @@ def run_dataset(name: str, arms: list[str], seeds: int, workers: int) -> dict:
     return run_bench(config)
 
 
-def merge(old: dict | None, new: dict) -> dict:
-    """Keep the old report's arms that were not re-run, and recompute the summary over all runs."""
+def code_commit() -> str:
+    """The checked-out commit (short hash, ``+dirty`` when the tree has changes), or ``"unknown"`` outside git."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        dirty = git("status", "--porcelain", "--", "orchestrator", "simulators", "rewards")
+        return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def merge(old: dict | None, new: dict, commit: str = "unknown") -> dict:
+    """Keep the old report's arms that were not re-run, and recompute the summary over all runs.
+
+    ``arm_sources`` records, per re-run arm, the code commit and date it was measured at, since the arms of one cell
+    may come from different commits.
+    """
+    sources = {**(old or {}).get("arm_sources", {}),
+               **{arm: {"code_commit": commit, "date": new.get("date")} for arm in new["config"]["arms"]}}
     if old is None:
-        return new
+        return {**new, "arm_sources": sources}
     from orchestrator.bench import BenchConfig, load_problem, summarise_runs
     from orchestrator.bench.arms import RunRecord
 
@@ -108,6 +127,7 @@ def merge(old: dict | None, new: dict) -> dict:
                for r in runs]
     report = summarise_runs(problem, records)
     report["wall_s_total"] = old.get("wall_s_total", 0.0) + new.get("wall_s_total", 0.0)
+    report["arm_sources"] = sources
     return report
 
 
@@ -120,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--render", action="store_true", help="only re-render RESULTS.md from the JSON files")
     args = parser.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
+    commit = code_commit()  # taken before the runs: the code may change while they run
     if not args.render:
         for name in args.only or list(DATASETS):
             arms = args.arms.split(",") if args.arms else default_arms(name)
@@ -127,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"== {name}: {command_line(name, arms, args.seeds)}", file=sys.stderr, flush=True)
             path = RESULTS / f"discovery_{name}.json"
             old = json.loads(path.read_text()) if path.exists() else None
-            report = merge(old, run_dataset(name, arms, args.seeds, args.workers))
+            report = merge(old, run_dataset(name, arms, args.seeds, args.workers), commit)
             path.write_text(json.dumps(report, indent=1) + "\n")
     render(RESULTS, ROOT / "RESULTS.md", DATASETS, command_line)
 
