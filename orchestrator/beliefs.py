@@ -61,12 +61,13 @@ def lab_beliefs(ctx: CampaignContext, candidate_ids: list[str]) -> dict[str, Bel
     utilities = np.asarray([r[3] for r in history.results], dtype=float)
     state = _latest_surrogate_state(ctx)
     if state is not None and len(history.results) >= 2:
-        from .planners.surrogate import GPSurrogate
+        from .planners.bo import LabUtilityModel
 
         X = ctx.pool.features
         observed = [ctx.pool.index[r[0]] for r in history.results]
-        surrogate = GPSurrogate.from_hyperparameters(X[observed], utilities, state)
-        mean, sd = surrogate.predict(X[[ctx.pool.index[c] for c in candidate_ids]])
+        values = np.asarray([r[2] for r in history.results], dtype=float)
+        model = LabUtilityModel(state, X[observed], utilities, values, ctx.spec.objective)
+        mean, sd = model.predict(X[[ctx.pool.index[c] for c in candidate_ids]])
         return {cid: Belief(float(m), float(s)) for cid, m, s in zip(candidate_ids, mean, sd, strict=True)}
     if len(history.results) >= 2:
         spread = float(np.std(utilities)) or 1.0

@@ -96,18 +96,18 @@ def _warm_surrogate(spec: CampaignSpec, pool: Pool, rows: list) -> SurrogateUpda
     """The surrogate fitted on the imported results, so the first planning round already uses it."""
     import numpy as np
 
-    from .planners import choose_kernel, fit_surrogate_state
+    from .planners import campaign_surrogate_state
     from .seeding import derive_seed
 
     arms = {spec.planner.main, spec.planner.control}
     if not {"bo", "llm"} & arms or len(rows) < 2:
         return None
     X = pool.features[[pool.index[candidate.id] for _, candidate, _ in rows]]
-    y = np.asarray([spec.objective.utility(value) for _, _, value in rows], dtype=float)
-    kernel = choose_kernel(spec.campaign.kind, spec.planner.kernel)
-    hyperparameters = fit_surrogate_state(X, y, kernel=kernel, seed=derive_seed(spec.campaign.seed, -1, "learn"))
-    return SurrogateUpdated(iteration=-1, model=f"pyro-gp:{kernel}:refit", n_train=len(rows),
-                            hyperparameters=hyperparameters, incumbent=float(y.max()))
+    values = np.asarray([value for _, _, value in rows], dtype=float)
+    hyperparameters = campaign_surrogate_state(spec, X, values, seed=derive_seed(spec.campaign.seed, -1, "learn"))
+    incumbent = max(spec.objective.utility(value) for value in values)
+    return SurrogateUpdated(iteration=-1, model=f"pyro-gp:{hyperparameters['kernel']}:refit", n_train=len(rows),
+                            hyperparameters=hyperparameters, incumbent=float(incumbent))
 
 
 def import_history(ledger: Ledger, campaign_id: str, spec: CampaignSpec, pool: Pool, path: str | Path, *,

@@ -8,7 +8,7 @@ batches of ``batch``. ``botorch`` and ``cheap-first`` are the yardsticks.
 The bo arm's ladder: half of the first batch follows the cheapest rung's ranking, then on fingerprint pools (Tanimoto)
 the calibrated rung is the GP's prior mean (``RungPrior``), and on descriptor pools (Matérn, one ARD lengthscale per
 feature) each rung is one more input feature, so the fit decides how much it says. A target objective is modelled by
-its value, not by the folded utility (``MODEL_TARGET_VALUES``; ``BOPlanner(observed_values=...)``).
+its value, not by the folded utility, as in a campaign (``planners.bo.surrogate_targets``).
 
 Rung costs: an arm that reads a rung reads it for the whole pool (``cheap-first`` must, to rank; ``bo`` does, for
 its prior or features), and is charged ``n_pool × cost_s`` per rung; the lab is charged ``lab_cost_s`` per experiment.
@@ -23,15 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..planners import BOPlanner, PlanningContext, RandomPlanner, fit_surrogate_state, make_planner
+from ..planners.bo import surrogate_targets
 from ..seeding import derive_rng, derive_seed
 from .problem import BenchProblem
 from .rung_prior import RungPrior
 
 __all__ = ["RunRecord", "run_arm"]
-
-MODEL_TARGET_VALUES = True
-"""A target objective is modelled by its value (the lab answers with it), not by the folded utility -|v - t|."""
-
 
 @dataclass
 class RunRecord:
@@ -53,7 +50,8 @@ def _context(problem: BenchProblem, seed: int, iteration: int, observed: list[in
     pool = problem.pool if pool is None else pool
     return PlanningContext(spec=spec, pool=pool, iteration=iteration, available=np.flatnonzero(~is_tested),
                            observed=np.asarray(observed, dtype=int), utilities=problem.utilities[observed],
-                           pending=np.zeros(0, dtype=int), surrogate_state=state, seed=seed)
+                           values=problem.values[observed], pending=np.zeros(0, dtype=int), surrogate_state=state,
+                           seed=seed)
 
 
 def _rungs_as_features(problem: BenchProblem, arm: str) -> bool:
@@ -77,18 +75,16 @@ def _arm_pool(problem: BenchProblem, arm: str):
 
 
 def _planner(problem: BenchProblem, arm: str, seed: int):
-    models_values = problem.config.direction == "target" and MODEL_TARGET_VALUES
-    observed_values = (lambda context: problem.values[np.asarray(context.observed, dtype=int)]) if models_values else None
+    models_values = problem.config.direction == "target"
     if arm == "bo" and problem.rung_values:
         s = problem.spec.screening
         by_cost = sorted(problem.config.rungs, key=lambda r: r.cost_s)
         rung_values = {r.name: problem.rung_values[r.name] for r in by_cost}
         return BOPlanner(RungPrior(rung_values, problem.values, problem.config.direction, problem.config.target,
                                    min_pairs=s.min_pairs, min_informativeness=s.min_informativeness,
-                                   as_values=models_values, initial_only=_rungs_as_features(problem, arm)),
-                         observed_values=observed_values)
+                                   as_values=models_values, initial_only=_rungs_as_features(problem, arm)))
     if arm in ("bo", "bo-sf"):
-        return BOPlanner(observed_values=observed_values)
+        return BOPlanner()
     if arm == "llm":
         spec = problem.spec.model_copy(update={"campaign": problem.spec.campaign.model_copy(update={"seed": seed})})
         return make_planner("llm", spec)
@@ -107,8 +103,11 @@ def _run_planner(problem: BenchProblem, arm: str, seed: int, record: RunRecord) 
         context = _context(problem, seed, iteration, observed, state, pool)
         # The learn node's schedule: refit when the lab data grew by a batch or a quarter since the last fit.
         if uses_gp and len(observed) >= 2 and len(observed) >= max(n_fitted + batch, 1.25 * n_fitted):
-            targets = planner.training_targets(context) if isinstance(planner, BOPlanner) else context.utilities
+            targets, target = surrogate_targets(context)  # values for a target objective, as the learn node fits
+            if isinstance(planner, BOPlanner):
+                targets = planner.training_targets(context)  # minus the rung prior, if any
             state = fit_surrogate_state(pool.features[observed], targets, kernel=problem.kernel,
+                                        fitted_on="utility" if target is None else "value",
                                         seed=derive_seed(seed, iteration, "learn"))
             n_fitted = len(observed)
             context = _context(problem, seed, iteration, observed, state, pool)

@@ -1,6 +1,7 @@
 """learn: re-assess each proxy rung against the lab, update the surrogate, and record both.
 
-Hyperparameters are refitted when the lab data has grown by a batch or by a quarter since the last fit; in
+For a target objective the GP is fitted on the lab values, otherwise on the utilities
+(``planners.campaign_surrogate_state``). Hyperparameters are refitted when the lab data has grown by a batch or by a quarter since the last fit; in
 between they are kept, and the planner conditions the GP on all the data with them.
 
 The plan node rebuilds the posterior from these recorded hyperparameters, so a resumed campaign plans exactly as
@@ -15,7 +16,7 @@ from ..context import CampaignContext
 from ..beliefs import rung_calibrations
 from ..events import ArmsCompared, RungAssessed, SurrogateUpdated
 from ..history import lab_history
-from ..planners import choose_kernel, fit_surrogate_state
+from ..planners import campaign_surrogate_state
 from ..seeding import derive_seed
 from ..summary import arm_comparison
 from ..state import CampaignState
@@ -40,10 +41,9 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         model = fitted[-1]["model"].replace("refit", "kept")
     elif {"bo", "llm"} & set(ctx.arms) and n_train >= 2:
         X = ctx.pool.features[[ctx.pool.index[r[0]] for r in history.results]]
-        y = np.asarray([r[3] for r in history.results], dtype=float)
-        kernel = choose_kernel(ctx.spec.campaign.kind, ctx.spec.planner.kernel)
-        hyperparameters = fit_surrogate_state(X, y, kernel=kernel, seed=derive_seed(ctx.seed, iteration, "learn"))
-        model = f"pyro-gp:{kernel}:refit"
+        values = np.asarray([r[2] for r in history.results], dtype=float)
+        hyperparameters = campaign_surrogate_state(ctx.spec, X, values, seed=derive_seed(ctx.seed, iteration, "learn"))
+        model = f"pyro-gp:{hyperparameters['kernel']}:refit"
     screening = ctx.spec.screening
     items = []
     for rung, calibration in rung_calibrations(ctx).items():

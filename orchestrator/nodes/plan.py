@@ -91,6 +91,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     available = np.asarray([i for i, cid in enumerate(pool.ids) if cid not in excluded], dtype=int)
     observed = np.asarray([pool.index[r[0]] for r in history.results], dtype=int)
     utilities = np.asarray([r[3] for r in history.results], dtype=float)
+    values = np.asarray([r[2] for r in history.results], dtype=float)
     pending = np.asarray([pool.index[cid] for cid in history.pending], dtype=int)
     surrogate_state = _latest_surrogate_state(ctx)
     has_proxy = any(r.spec.proxy for r in ctx.rungs)
@@ -108,6 +109,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
             available=np.asarray([i for i in available if i not in taken], dtype=int),
             observed=observed,
             utilities=utilities,
+            values=values,
             pending=pending,
             surrogate_state=surrogate_state,
             seed=ctx.seed,

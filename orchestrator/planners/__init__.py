@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .base import Planner, PlanningContext
-from .bo import BOPlanner, choose_kernel, fit_surrogate_state
+from .bo import BOPlanner, campaign_surrogate_state, choose_kernel, fit_surrogate_state, surrogate_targets
 from .random_arm import RandomPlanner
 
 __all__ = [
@@ -21,11 +21,13 @@ __all__ = [
     "Planner",
     "PlanningContext",
     "RandomPlanner",
+    "campaign_surrogate_state",
     "choose_kernel",
     "fit_surrogate_state",
     "make_planner",
     "planner_names",
     "register_planner",
+    "surrogate_targets",
 ]
 
 PlannerFactory = Callable[[Any], Planner]

@@ -19,8 +19,9 @@ class PlanningContext:
     """The history a planner may use, as pool indices.
 
     ``observed`` and ``utilities`` are the lab results so far (utility: higher is better, whatever the objective's
-    direction). ``pending`` are dispatched jobs without results. ``available`` excludes tested, pending and
-    already-rejected candidates.
+    direction); ``values`` are the same results in the objective's unit, when known (a surrogate of a target
+    objective models them). ``pending`` are dispatched jobs without results. ``available`` excludes tested, pending
+    and already-rejected candidates.
     """
 
     spec: CampaignSpec
@@ -34,6 +35,8 @@ class PlanningContext:
     seed: int
     recorder: Any = None
     """Where the llm arm looks up and records its model calls (``LLMCallRecorder``); None keeps them in memory."""
+    values: np.ndarray | None = None
+    """Lab values of ``observed`` in the objective's unit, in the same order; None when not known."""
 
 
 @runtime_checkable

@@ -4,9 +4,11 @@ With a ``prior_mean`` (for example a cheap rung calibrated against the lab), the
 from that prior, and expected improvement is taken on prior + residual: the multi-fidelity mean-function form of
 co-kriging (Kennedy & O'Hagan, 2000) with the calibration playing the role of the scale factor.
 
-For a target objective the utility ``-|value - target|`` folds the two sides of the target together. Given the lab
-values (``observed_values``), the planner models the value instead (the prior, if any, is then a prior value) and
-ranks by ``log_window_improvement``, the expected improvement of the folded utility under the value's predictive.
+For a target objective the utility ``-|value - target|`` folds the two sides of the target together and puts a kink
+at the optimum. Given the lab values (``PlanningContext.values``), the surrogate models the value instead (the prior,
+if any, is then a prior value) and the planner ranks by ``log_window_improvement``, the expected improvement of the
+folded utility under the value's predictive. A surrogate state records what it was fitted on (``fitted_on``), and
+every reader conditions it on the same numbers (``surrogate_targets``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from ..domain import Proposal
 from .base import PlanningContext
 from .random_arm import RandomPlanner
 
-__all__ = ["BOPlanner", "PriorMean", "choose_kernel", "fit_surrogate_state"]
+__all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "choose_kernel",
+           "fit_surrogate_state", "folded_utility_moments", "surrogate_fits_values", "surrogate_targets"]
 
 
 class PriorMean(Protocol):
@@ -29,15 +32,10 @@ class PriorMean(Protocol):
     def __call__(self, context: PlanningContext) -> np.ndarray | None:
         """Prior utility per pool row, shape (n_pool,), in utility units; None when there is no prior (yet).
 
-        With ``BOPlanner(observed_values=...)`` on a target objective: the prior value, in the objective's unit.
+        When the planner models values (a target objective, ``BOPlanner.models_values``): the prior value, in the
+        objective's unit.
         """
         ...
-
-
-class ObservedValues(Protocol):
-    """The lab values (objective unit, not utilities) of ``context.observed``, in that order."""
-
-    def __call__(self, context: PlanningContext) -> np.ndarray: ...
 
 
 def choose_kernel(kind: str, requested: str) -> str:
@@ -47,17 +45,114 @@ def choose_kernel(kind: str, requested: str) -> str:
     return "tanimoto" if kind == "molecule" else "matern52"
 
 
-def fit_surrogate_state(X: np.ndarray, y: np.ndarray, *, kernel: str, seed: int) -> dict[str, Any]:
-    """Fit the GP on lab data (features ``X``, utilities ``y``) and return its JSON-serialisable hyperparameters.
+FittedOn = Literal["utility", "value"]
+
+
+def fit_surrogate_state(X: np.ndarray, y: np.ndarray, *, kernel: str, seed: int,
+                        fitted_on: FittedOn = "utility") -> dict[str, Any]:
+    """Fit the GP on lab data (features ``X``, targets ``y``) and return its JSON-serialisable hyperparameters.
 
     The hyperparameters are the MAP under BoTorch's default priors (``GPSurrogate.fit(priors=True)``), found by
     L-BFGS; Matérn-5/2 gets one lengthscale per feature (ARD). Measured on the discovery benchmarks against the plain
-    marginal-likelihood fit with one lengthscale (``orchestrator/DECISIONS.md``).
+    marginal-likelihood fit with one lengthscale (``orchestrator/DECISIONS.md``). ``fitted_on`` says whether ``y``
+    are utilities or values (objective unit); it is stored in the state, since the state's output standardisation
+    only fits the same kind of numbers.
     """
     from .surrogate import GPSurrogate
 
-    return GPSurrogate.fit(X, y, kernel=kernel, seed=seed, ard=kernel == "matern52", priors=True,
-                           optimizer="lbfgs").hyperparameters
+    state = GPSurrogate.fit(X, y, kernel=kernel, seed=seed, ard=kernel == "matern52", priors=True,
+                            optimizer="lbfgs").hyperparameters
+    return {**state, "fitted_on": fitted_on}
+
+
+def surrogate_fits_values(spec) -> bool:
+    """Whether a campaign's surrogate is fitted on lab values rather than utilities: for a target objective."""
+    return spec.objective.direction == "target"
+
+
+def campaign_surrogate_state(spec, X: np.ndarray, values: np.ndarray, *, seed: int) -> dict[str, Any]:
+    """The campaign's surrogate on lab results (``values`` in the objective's unit): fitted on the values for a
+    target objective, on the utilities otherwise (``surrogate_fits_values``)."""
+    values = np.asarray(values, dtype=float)
+    fits_values = surrogate_fits_values(spec)
+    y = values if fits_values else np.asarray([spec.objective.utility(v) for v in values], dtype=float)
+    kernel = choose_kernel(spec.campaign.kind, spec.planner.kernel)
+    return fit_surrogate_state(X, y, kernel=kernel, seed=seed, fitted_on="value" if fits_values else "utility")
+
+
+def _target_of_values(state: dict | None, values: np.ndarray | None, objective) -> float | None:
+    """The objective's target when a surrogate with ``state`` is conditioned on lab values, else None.
+
+    Values when they are known, the objective is a target and the state was fitted on values (a state without
+    ``fitted_on`` predates value models and was fitted on utilities; no state yet means the next fit is on values).
+    """
+    fitted_on = (state or {}).get("fitted_on", "utility" if state else "value")
+    if values is not None and objective.direction == "target" and fitted_on == "value":
+        return float(objective.target)
+    return None
+
+
+def surrogate_targets(context: PlanningContext) -> tuple[np.ndarray, float | None]:
+    """The lab numbers to condition ``context.surrogate_state`` on, and the target when they are values."""
+    target = _target_of_values(context.surrogate_state, context.values, context.spec.objective)
+    return np.asarray(context.utilities if target is None else context.values, dtype=float), target
+
+
+def folded_utility_moments(mean: np.ndarray, sd: np.ndarray, target: float) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sd of the utility ``-|v - target|`` for v ~ Normal(mean, sd²), elementwise (the folded normal).
+
+    Example:
+        >>> m, s = folded_utility_moments(np.array([3.0, 0.0]), np.array([0.0, 1.0]), 0.0)
+        >>> np.round(m, 4).tolist(), np.round(s, 4).tolist()
+        ([-3.0, -0.7979], [0.0, 0.6028])
+    """
+    from scipy.special import ndtr
+
+    shift = np.asarray(mean, dtype=float) - target
+    sd = np.asarray(sd, dtype=float)
+    z = shift / np.where(sd > 0, sd, 1.0)
+    abs_mean = np.where(sd > 0, sd * np.sqrt(2 / np.pi) * np.exp(-0.5 * z * z) + shift * (1 - 2 * ndtr(-z)),
+                        np.abs(shift))
+    return -abs_mean, np.sqrt(np.maximum(shift**2 + sd**2 - abs_mean**2, 0.0))
+
+
+class LabUtilityModel:
+    """The campaign's GP rebuilt from a recorded state, predicting lab utilities whatever it was fitted on.
+
+    A state fitted on a target objective's values predicts values; their utility ``-|v - target|`` is given by its
+    folded-normal mean and sd (``folded_utility_moments``).
+
+    Args:
+        state: recorded hyperparameters (``SurrogateUpdated.hyperparameters``).
+        X_train: features of the lab results, one row each.
+        utilities, values: the lab results as utilities and in the objective's unit (values may be None).
+        objective: the campaign's ``Objective``.
+    """
+
+    def __init__(self, state: dict[str, Any], X_train: np.ndarray, utilities: np.ndarray,
+                 values: np.ndarray | None, objective):
+        from .surrogate import GPSurrogate
+
+        self.target = _target_of_values(state, values, objective)
+        y = utilities if self.target is None else values
+        self.surrogate = GPSurrogate.from_hyperparameters(X_train, np.asarray(y, dtype=float), state)
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and sd of the lab utility at the rows of ``X``."""
+        mean, sd = self.surrogate.predict(X)
+        return (mean, sd) if self.target is None else folded_utility_moments(mean, sd, self.target)
+
+    def log_improvement(self, X: np.ndarray, best_utility: float) -> np.ndarray:
+        """log expected improvement of the lab utility over ``best_utility`` at the rows of ``X`` (utility units):
+        log-EI on a utility model, ``log_window_improvement`` on a value model (the window floored as in
+        ``select_batch``)."""
+        from .acquisition import log_expected_improvement, log_window_improvement
+
+        mean, sd = self.surrogate.predict(X)
+        if self.target is None:
+            return log_expected_improvement(mean, sd, best_utility)
+        floor = 0.01 * float(self.surrogate.hyperparameters["y_sd"])
+        return log_window_improvement(mean, sd, self.target, max(-best_utility, floor))
 
 
 class BOPlanner:
@@ -65,33 +160,29 @@ class BOPlanner:
 
     Until the surrogate has been fitted (``n_initial`` lab results), it proposes a random initial design.
 
+    With a target objective and the lab values in the context (``PlanningContext.values``), it models the values
+    (``models_values``) and ranks by the expected improvement of the folded utility.
+
     Args:
-        prior_mean: optional prior utility per pool row; the surrogate state must then be fitted on
-            ``training_targets(context)`` (the residuals), not on the raw utilities.
-        observed_values: optional lab values of the observed rows; with a target objective the planner then models
-            values rather than utilities (and ``prior_mean`` must give prior values). Fit the surrogate on
-            ``training_targets(context)``.
+        prior_mean: optional prior utility (or value, when the planner models values) per pool row; the surrogate
+            state must then be fitted on ``training_targets(context)`` (the residuals), not on the raw lab numbers.
     """
 
     name = "bo"
     incumbent: Literal["observed", "posterior"] = "posterior"
     """What log-EI improves on; "posterior" measured fewer lab experiments on the noisier pools (DECISIONS.md)."""
 
-    def __init__(self, prior_mean: PriorMean | None = None, *, observed_values: ObservedValues | None = None):
+    def __init__(self, prior_mean: PriorMean | None = None):
         self.prior_mean = prior_mean
-        self.observed_values = observed_values
 
     def models_values(self, context: PlanningContext) -> bool:
-        """Whether the surrogate models the lab value (a target objective with the values given) or the utility."""
-        return self.observed_values is not None and context.spec.objective.direction == "target"
+        """Whether the surrogate models the lab value (a target objective, values known) or the utility."""
+        return surrogate_targets(context)[1] is not None
 
     def training_targets(self, context: PlanningContext) -> np.ndarray:
         """What the surrogate is fitted on: lab utilities (or values), minus the prior mean when there is one."""
         prior = self.prior_mean(context) if self.prior_mean is not None else None
-        if self.models_values(context):
-            y = np.asarray(self.observed_values(context), dtype=float)
-        else:
-            y = np.asarray(context.utilities, dtype=float)
+        y = surrogate_targets(context)[0]
         return y if prior is None else y - prior[np.asarray(context.observed, dtype=int)]
 
     def _incumbent(self, context: PlanningContext, surrogate, X_train: np.ndarray, prior: np.ndarray | None,

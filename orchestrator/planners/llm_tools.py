@@ -158,10 +158,10 @@ class PlanningTools:
         """The campaign's GP, rebuilt from its recorded hyperparameters on the lab data; None before it exists."""
         if not self.has_surrogate:
             return None
-        from .surrogate import GPSurrogate
+        from .bo import LabUtilityModel
 
         c = self.context
-        return GPSurrogate.from_hyperparameters(c.pool.features[c.observed], c.utilities, c.surrogate_state)
+        return LabUtilityModel(c.surrogate_state, c.pool.features[c.observed], c.utilities, c.values, c.spec.objective)
 
     def predict_utilities(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
         """Posterior mean and sd of the utility at pool rows, or None without a surrogate."""
@@ -356,12 +356,9 @@ def select_shortlist(tools: PlanningTools, size: int) -> tuple[list[int], np.nda
     if len(available) == 0:
         return [], None
     size = min(size, len(available))
-    predicted = tools.predict_utilities(available)
-    if predicted is None:
+    if tools.surrogate is None:
         rng = derive_rng(c.seed, c.iteration, "plan", "llm-shortlist")
         return [int(i) for i in rng.choice(available, size=size, replace=False)], None
-    from .acquisition import log_expected_improvement
-
-    log_ei = log_expected_improvement(predicted[0], predicted[1], float(np.max(c.utilities)))
+    log_ei = tools.surrogate.log_improvement(c.pool.features[available], float(np.max(c.utilities)))
     order = np.argsort(-log_ei, kind="stable")[:size]
     return [int(available[k]) for k in order], log_ei[order]

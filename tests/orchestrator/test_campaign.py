@@ -186,3 +186,17 @@ def test_a_loop_that_dispatches_nothing_stops_and_says_why(tmp_path):
         summary = campaign.run()
     assert summary["status"] == "stopped" and summary["n_lab"] == 0
     assert summary["stop_reason"].startswith("stalled: the last 10 planning rounds dispatched nothing")
+
+
+def test_a_target_objective_is_modelled_by_its_value(finished):
+    spec, _, events, _, _ = finished
+    assert spec.objective.direction == "target"
+    results = [e.payload for e in events if e.type == "Observed" and e.payload["status"] == "ok"
+               and e.payload.get("provenance", "lab") != "imported"]
+    fitted = [e.payload for e in events if e.type == "SurrogateUpdated" and e.payload["model"].endswith("refit")]
+    assert fitted and all(f["hyperparameters"]["fitted_on"] == "value" for f in fitted)
+    for f in fitted:  # standardised on the lab values (kcal/mol), not on the utilities -|v - target|
+        lab_values = [r["value"] for r in results[: f["n_train"]]]
+        assert f["hyperparameters"]["y_mean"] == pytest.approx(sum(lab_values) / len(lab_values))
+    ranked = [e.payload for e in events if e.type == "Proposed" and e.payload["acquisition"] is not None]
+    assert ranked and all(p["expected"] is not None for p in ranked)  # a value model says which side of the target
