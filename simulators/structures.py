@@ -361,18 +361,29 @@ def _fit(template: _Template, assignment: dict[str, str], oxidation: dict[str, f
     return PrototypeFit(template.name, dict(assignment), dict(oxidation), structure, float(energy))
 
 
+PAULING_ANION_RADII_A = {"P": 2.12, "As": 2.22, "Sb": 2.45}
+"""Pauling's radii (Å) of the trivalent pnictide anions, which pymatgen's Shannon table lacks (it lists P, As and Sb
+only as cations). L. Pauling, *The Nature of the Chemical Bond*, 3rd ed. (1960), table 13-3."""
+
+
 def _shannon_radius(symbol: str, oxidation_state: float, coordination: int = 6) -> float:
-    """Shannon ionic radius (Å) at the nearest tabulated oxidation state of the same sign and nearest CN."""
+    """Shannon ionic radius (Å) at the nearest tabulated oxidation state of the same sign and nearest CN.
+
+    Falls back to pymatgen's average radius of that sign, then to ``PAULING_ANION_RADII_A`` for P³⁻, As³⁻ and Sb³⁻.
+    """
     from pymatgen.core import Element
 
     element = Element(symbol)
     table = element.data.get("Shannon radii") or {}
     sign = 1 if oxidation_state > 0 else -1
-    states = [int(key) for key in table if int(key) * sign > 0]
+    # pymatgen's table has keys that are not charges (Eu has an empty one): skip them.
+    states = [int(key) for key in table if key.lstrip("+-").isdigit() and int(key) * sign > 0]
     if not states:
         fallback = element.average_cationic_radius if sign > 0 else element.average_anionic_radius
         if fallback and float(fallback) > 0:
             return float(fallback)
+        if sign < 0 and symbol in PAULING_ANION_RADII_A:
+            return PAULING_ANION_RADII_A[symbol]
         raise SimulationFailed(f"no ionic radius is tabulated for {symbol} with oxidation state {oxidation_state:+g}")
     state = min(states, key=lambda s: (abs(s - oxidation_state), -abs(s)))
     by_cn = table[str(state)]

@@ -184,3 +184,18 @@ def test_cost_follows_the_measured_linear_model(sim):
 def test_registered_under_its_entry_point():
     assert isinstance(load_simulator("prototype"), PrototypeSimulator)
 
+
+
+def test_europium_compounds_are_placed_despite_pymatgens_blank_shannon_key(sim):
+    # pymatgen's Shannon table for Eu has a key "" besides "2" and "3"; it used to fail every Eu compound.
+    assert best(sim, "EuS")[0] == "rocksalt"
+    assert best(sim, "EuGa2S4")[0] == "spinel"
+
+
+@pytest.mark.parametrize("formula", ["GaAs", "InP", "GaSb", "Al0.5Ga0.5As"])
+def test_pnictide_anions_take_paulings_radius(sim, formula):
+    # pymatgen tabulates P, As and Sb only as cations; the trivalent anions fall back to Pauling's radii.
+    from simulators.structures import PAULING_ANION_RADII_A, _shannon_radius
+
+    assert best(sim, formula)[1]["ewald_energy_per_atom_ev"] < 0
+    assert _shannon_radius("As", -3) == PAULING_ANION_RADII_A["As"] == 2.22
