@@ -107,12 +107,12 @@ def merge(old: dict | None, new: dict, commit: str = "unknown") -> dict:
     """Keep the old report's arms that were not re-run, and recompute the summary over all runs.
 
     ``arm_sources`` records, per re-run arm, the code commit and date it was measured at, since the arms of one cell
-    may come from different commits.
+    may come from different commits; ``date``, ``machine`` and ``code_commit`` stay those of the first run.
     """
-    sources = {**(old or {}).get("arm_sources", {}),
-               **{arm: {"code_commit": commit, "date": new.get("date")} for arm in new["config"]["arms"]}}
     if old is None:
-        return {**new, "arm_sources": sources}
+        return {**new, "code_commit": commit}
+    sources = {**old.get("arm_sources", {}),
+               **{arm: {"code_commit": commit, "date": new.get("date")} for arm in new["config"]["arms"]}}
     from orchestrator.bench import BenchConfig, load_problem, summarise_runs
     from orchestrator.bench.arms import RunRecord
 
@@ -127,6 +127,9 @@ def merge(old: dict | None, new: dict, commit: str = "unknown") -> dict:
                for r in runs]
     report = summarise_runs(problem, records)
     report["wall_s_total"] = old.get("wall_s_total", 0.0) + new.get("wall_s_total", 0.0)
+    for key in ("date", "machine", "code_commit"):
+        if key in old:
+            report[key] = old[key]
     report["arm_sources"] = sources
     return report
 

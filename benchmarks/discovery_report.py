@@ -36,6 +36,12 @@ def dataset_table(report: dict) -> list[str]:
                  f"{budget} lab experiments in batches of {report['batch']} (a run that never hits counts {budget + 1}); "
                  f"best in pool {report['best_in_pool']:.4g} ({report['best_at_budget_unit']}); "
                  f"features: {report['n_features']}, kernel {report['kernel']}.")
+    sources = report.get("arm_sources", {})
+    if sources:
+        lines.append("")
+        lines.append("Re-run separately and merged: " + "; ".join(
+            f"{arm} at commit {src.get('code_commit', '?')} ({str(src.get('date', '?'))[:10]})"
+            for arm, src in sorted(sources.items())) + "; the other arms at the run of " + str(report.get("date", "?"))[:10] + ".")
     return lines
 
 
@@ -49,12 +55,12 @@ def goal_table(reports: dict[str, dict], datasets: dict) -> list[str]:
 
     The goal: bo needs at most 0.75× botorch's experiments, and at most 0.5× where a rung is informative.
     """
-    lines = ["| data set | rung | bo | bo-sf | botorch | cheap-first | random | bo / bo-sf | bo / botorch | goal | met? |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| data set | rung | bo | llm | bo-sf | botorch | cheap-first | random | bo / bo-sf | bo / botorch | goal | met? |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, report in reports.items():
         has_rung = bool(datasets[name]["rungs"])
         cells = []
-        for arm in ("bo", "bo-sf", "botorch", "cheap-first", "random"):
+        for arm in ("bo", "llm", "bo-sf", "botorch", "cheap-first", "random"):
             value = _median(report, arm)
             cells.append("" if value is None else f"{value:g}")
         bo, ref = _median(report, "bo"), _median(report, "botorch")

@@ -19,7 +19,7 @@ __all__ = ["PROTOTYPES", "PrototypeSimulator"]
 INTERCEPT_S = 9.0e-4
 PER_ATOM_S = 7.5e-4
 
-_VERSION = "1"
+_VERSION = "2"  # 2: Eu compounds and pnictide anions are placed (cached failures of version 1 are stale)
 
 
 class PrototypeSimulator(BaseSimulator):
