@@ -13,8 +13,9 @@ envelope that ``submit`` enforces. A fault or an expired job ends as a failed ``
 or as a delay; a job is never lost.
 
 Determinism: every random draw of a job (station durations, measurement noise, faults) comes from a generator seeded
-by ``(seed, job_key, stream)`` through SHA-256, never from submission order. A resumed campaign that resubmits a job
-to a fresh twin gets the same durations, the same faults and the same measured value.
+by ``(seed, job_key, stream)`` through SHA-256 (``job_rng``; the campaign id in the key is left out), never from
+submission order. A resumed campaign that resubmits a job to a fresh twin gets the same durations, the same faults
+and the same measured value, and so does a new campaign of the same spec and seed.
 """
 
 from __future__ import annotations
@@ -64,8 +65,21 @@ _CANCEL, _TTL, _DOWN = "cancelled", "ttl", "station_down"
 
 
 def job_rng(seed: int, job_key: str, stream: str) -> np.random.Generator:
-    """Random generator for one job and one purpose, independent of every other job and of submission order."""
-    digest = hashlib.sha256(f"{seed}:{job_key}:{stream}".encode()).digest()
+    """Random generator for one job and one purpose, independent of every other job and of submission order.
+
+    The key's first segment (the campaign id of closedloop's ``campaign/candidate[/retryN]`` keys) is left out, so
+    the same seed and candidate draw the same in every campaign: a second run of a spec with the same seed, under a
+    new campaign id, measures what the first measured.
+
+    Example:
+        >>> a = job_rng(0, "run-1/ABC", "measurement").standard_normal()
+        >>> b = job_rng(0, "run-2/ABC", "measurement").standard_normal()
+        >>> c = job_rng(0, "run-1/ABC/retry2", "measurement").standard_normal()
+        >>> bool(a == b), bool(a == c)
+        (True, False)
+    """
+    _, _, within_campaign = job_key.partition("/")
+    digest = hashlib.sha256(f"{seed}:{within_campaign or job_key}:{stream}".encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "big"))
 
 

@@ -200,3 +200,17 @@ def test_a_target_objective_is_modelled_by_its_value(finished):
         assert f["hyperparameters"]["y_mean"] == pytest.approx(sum(lab_values) / len(lab_values))
     ranked = [e.payload for e in events if e.type == "Proposed" and e.payload["acquisition"] is not None]
     assert ranked and all(p["expected"] is not None for p in ranked)  # a value model says which side of the target
+
+
+def test_the_same_spec_and_seed_reproduce_a_campaign_under_a_new_id(tmp_path):
+    """A second run of a spec (a new campaign id) proposes, measures and scores exactly what the first did."""
+    spec = small_spec(lab_experiments=6)
+    runs = {}
+    for campaign_id in ("run-aaaa1111", "run-bbbb2222"):
+        with Campaign.start(spec, db=tmp_path / f"{campaign_id}.db", campaign_id=campaign_id) as campaign:
+            campaign.run()
+            runs[campaign_id] = [(e.type, {k: v for k, v in e.payload.items() if k != "latency_s"})
+                                 for e in campaign.ledger.events(campaign_id)]
+    first, second = ([(t, str(p).replace(cid, "CID")) for t, p in runs[cid]] for cid in runs)
+    assert [a for a, b in zip(first, second, strict=True) if a != b] == []
+    assert sum(t == "Observed" for t, _ in first) == 6
