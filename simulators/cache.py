@@ -254,8 +254,9 @@ class SimulationCache:
         table = SimulationCacheRow.__table__
         try:
             SQLModel.metadata.create_all(self.engine, tables=[table])
-        except (OperationalError, ProgrammingError):
-            # another process created it between the existence check and CREATE TABLE
+        except (IntegrityError, OperationalError, ProgrammingError):
+            # Another process created it between the existence check and CREATE TABLE. PostgreSQL reports that race
+            # as a unique violation on its catalogue (pg_type_typname_nsp_index), SQLite as an operational error.
             if not inspect(self.engine).has_table(table.name):
                 raise
 

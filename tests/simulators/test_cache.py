@@ -258,3 +258,25 @@ def test_parameter_digest_is_canonical():
     assert parameters_sha256({"a": 1}) != parameters_sha256({"a": 1.5})
     with pytest.raises(SetupError):
         parameters_sha256({"a": float("nan")})
+
+
+def test_losing_the_create_table_race_is_not_an_error(tmp_path, monkeypatch):
+    """Two workers opening a fresh PostgreSQL ledger race on CREATE TABLE; the loser gets a unique violation on the
+    catalogue (pg_type_typname_nsp_index). When the table exists afterwards, that is not an error."""
+    from sqlalchemy.exc import IntegrityError
+    from sqlmodel import SQLModel
+
+    path = tmp_path / "ledger.db"
+    SimulationCache(path).close()  # the winner created the table
+    create_all = SQLModel.metadata.create_all
+
+    def lose_the_race(*args, **kwargs):
+        raise IntegrityError("CREATE TABLE simulation_cache", {}, Exception("duplicate key value violates unique "
+                                                                         'constraint "pg_type_typname_nsp_index"'))
+
+    monkeypatch.setattr(SQLModel.metadata, "create_all", lose_the_race)
+    with SimulationCache(path) as cache:  # the loser
+        assert cache.stats().n_rows == 0
+    with pytest.raises(IntegrityError):  # with no table afterwards, the error stands
+        SimulationCache(tmp_path / "empty.db")
+    monkeypatch.setattr(SQLModel.metadata, "create_all", create_all)
