@@ -15,6 +15,11 @@ def _q(summary: dict, digits: str = ".3g") -> str:
     return f"{summary['median']:{digits}} ({q1:{digits}}–{q3:{digits}})"
 
 
+def _when(date: str | None) -> str:
+    """An ISO timestamp to the minute, for a table caption."""
+    return str(date or "?")[:16].replace("T", " ")
+
+
 def dataset_table(report: dict) -> list[str]:
     budget = report["lab_budget"]
     lines = ["| arm | lab exps to top-1 % | to top-5 % | hits top-1 % | best at budget | AF vs random (top-5 %) "
@@ -39,9 +44,9 @@ def dataset_table(report: dict) -> list[str]:
     sources = report.get("arm_sources", {})
     if sources:
         lines.append("")
-        lines.append("Re-run separately and merged: " + "; ".join(
-            f"{arm} at commit {src.get('code_commit', '?')} ({str(src.get('date', '?'))[:10]})"
-            for arm, src in sorted(sources.items())) + "; the other arms at the run of " + str(report.get("date", "?"))[:10] + ".")
+        lines.append("Run separately and merged: " + "; ".join(
+            f"{arm} at commit {src.get('code_commit', '?')} ({_when(src.get('date'))} UTC)"
+            for arm, src in sorted(sources.items())) + f". The other arms ran together ({_when(report.get('date'))} UTC).")
     return lines
 
 
