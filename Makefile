@@ -6,6 +6,8 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 SPEC   ?= campaigns/freesolv/campaign.toml
 DB     ?= runs/closedloop.db
+# empty: the spec's own lab budget; a number overrides it (CI runs `make run LAB_BUDGET=8` as a quick smoke test)
+LAB_BUDGET ?=
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
@@ -33,7 +35,7 @@ install-dev: $(VENV)/.installed-dev
 
 run: install
 	mkdir -p $(dir $(DB))
-	$(BIN)/closedloop run $(SPEC) --db $(DB)
+	$(BIN)/closedloop run $(SPEC) --db $(DB) $(if $(LAB_BUDGET),--lab-budget $(LAB_BUDGET))
 
 test: install-dev
 	$(BIN)/python -m pytest

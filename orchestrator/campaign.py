@@ -31,7 +31,7 @@ from typing import Any
 from langgraph.types import Command
 
 from .context import CampaignContext, build_context
-from .domain import SetupError
+from .domain import SetupError, import_optional
 from .events import CampaignStarted
 from .graph import build_graph
 from .ledger import Ledger
@@ -75,13 +75,10 @@ def _make_checkpointer(ledger: Ledger):
 
 
 def _postgres_checkpointer(ledger: Ledger):
-    try:
-        import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from psycopg.rows import dict_row
-    except ImportError as exc:
-        raise SetupError(f"a PostgreSQL ledger keeps its LangGraph checkpoints in PostgreSQL too, which needs "
-                         f"{exc.name}; pip install 'closedloop[postgres]'") from None
+    purpose = "a PostgreSQL ledger (its LangGraph checkpoints are kept in PostgreSQL too)"
+    psycopg = import_optional("psycopg", "postgres", purpose)
+    PostgresSaver = import_optional("langgraph.checkpoint.postgres", "postgres", purpose).PostgresSaver
+    dict_row = import_optional("psycopg.rows", "postgres", purpose).dict_row
     conninfo = ledger.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
     try:
         # the settings PostgresSaver.from_conn_string uses: autocommit, no prepared statements, dict rows

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .cli_main import print_error
 from .domain import ClosedLoopError
 
 __all__ = ["app"]
@@ -28,7 +29,7 @@ DbOption = Annotated[str, typer.Option("--db", help="ledger database: a path (SQ
 
 
 def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    print_error(message)
     raise typer.Exit(code)
 
 
@@ -572,6 +573,6 @@ if __name__ != "__main__":
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from orchestrator.cli import app as registered
+    from orchestrator.cli_main import main
 
-    registered()
+    main()  # the console script's entry point: an escaped closedloop error is one line, not a traceback

@@ -14,10 +14,13 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from types import ModuleType
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -32,6 +35,7 @@ __all__ = [
     "InstrumentFault",
     "InvalidCandidate",
     "Material",
+    "MissingDependency",
     "Molecule",
     "Observation",
     "Parameter",
@@ -40,6 +44,7 @@ __all__ = [
     "SimulationFailed",
     "candidate_from_dict",
     "featurise",
+    "import_optional",
     "objective_utility",
     "parse_candidate",
 ]
@@ -68,6 +73,66 @@ class SimulationFailed(ClosedLoopError):
 
 class InstrumentFault(ClosedLoopError):
     """An instrument failed while running a job (jam, timeout, crashed driver)."""
+
+
+class MissingDependency(SetupError):
+    """An optional dependency is not installed. The one-line message names the extra that installs it.
+
+    Attributes:
+        module: the module that could not be imported (the missing one, when a dependency of it is what is missing).
+        extra: the ``closedloop[...]`` extra that installs it; empty for a core dependency (a broken install).
+        purpose: what needed it (may be empty).
+        reason: import's own message when the module is installed but cannot be imported; empty when it is absent.
+    """
+
+    def __init__(self, module: str, extra: str, purpose: str = "", reason: str = ""):
+        self.module, self.extra, self.purpose, self.reason = module, extra, purpose, reason
+        install = f'pip install "closedloop[{extra}]"' if extra else "pip install closedloop (pip install -e . in a clone)"
+        if reason:  # installed but broken (a missing shared library, a version clash): say what import said
+            what = f"{module} cannot be imported ({' '.join(reason.split())})"
+            super().__init__(f"{purpose + ' needs ' if purpose else ''}{what}; reinstall it with {install}")
+        else:
+            what = f"needs {module}, which is not installed" if purpose else f"{module} is not installed"
+            super().__init__(f"{purpose + ' ' if purpose else ''}{what}; install it with {install}")
+
+    def __reduce__(self):  # picklable across processes (Ray, multiprocessing): rebuild from the fields, not the text
+        return type(self), (self.module, self.extra, self.purpose, self.reason)
+
+
+def import_optional(module: str, extra: str, purpose: str = "") -> ModuleType:
+    """Import an optional dependency, or raise ``MissingDependency`` naming the extra that installs it.
+
+    Every import of a module outside the core dependencies goes through this (or ``simulators.require``), so a
+    missing one is one line with its install command, never a traceback.
+
+    Args:
+        module: the dotted module name, e.g. ``"pyscf"`` or ``"langgraph.checkpoint.postgres"``.
+        extra: the extra of ``closedloop`` that installs it, e.g. ``"dft"``; ``""`` for a core dependency, which
+            only a broken or ``--no-deps`` install lacks.
+        purpose: what needs it, e.g. ``"the dft rung"``; it starts the message.
+
+    Example:
+        >>> import_optional("json", "dev").__name__
+        'json'
+        >>> import_optional("closedloop_no_such_module", "dft", "the dft rung")
+        Traceback (most recent call last):
+        ...
+        orchestrator.domain.MissingDependency: the dft rung needs closedloop_no_such_module, which is not installed; \
+install it with pip install "closedloop[dft]"
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        # A package that is present but lacks one of its own dependencies names that one: the extra installs both.
+        missing = exc.name or module
+        parts = missing.split(".")
+        for n_parts in range(1, len(parts)):  # a package blocked by sys.modules[name] = None fails on its submodule
+            if sys.modules.get(".".join(parts[:n_parts]), missing) is None:
+                missing = ".".join(parts[:n_parts])
+                break
+        raise MissingDependency(missing, extra, purpose) from exc
+    except ImportError as exc:
+        raise MissingDependency(module, extra, purpose, reason=str(exc)) from exc
 
 
 class _Frozen(BaseModel):
@@ -363,6 +428,8 @@ class Proposal(_Frozen):
     expected: float | None = Field(default=None, description="expected objective value, in the objective's unit")
     acquisition: float | None = Field(default=None, description="acquisition value that ranked it, if any")
     is_fallback: bool = Field(default=False, description="filled in by the bo arm after the llm arm's repair rounds ran out")
+    is_bo_pick: bool | None = Field(
+        default=None, description="llm arms: whether the bo arm, planning the same state for the same n, proposed it too")
 
 
 class Observation(_Frozen):

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .domain import SetupError
+from .domain import SetupError, import_optional
 from .spec import CampaignSpec
 
 __all__ = ["run_campaign_task", "run_campaigns_on_ray"]
@@ -65,10 +65,7 @@ def run_campaigns_on_ray(
         num_cpus: CPUs of a local instance started here.
         max_retries: how often Ray re-runs a task whose worker died (each retry resumes the campaign).
     """
-    try:
-        import ray
-    except ImportError as exc:
-        raise SetupError("running campaigns on Ray needs ray; pip install 'closedloop[ray]'") from exc
+    ray = import_optional("ray", "ray", "running campaigns on Ray")
     from .ledger import database_url
 
     ids = list(campaign_ids) if campaign_ids is not None else [f"{s.campaign.name}-{n}" for n, s in enumerate(specs)]

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .domain import SetupError
+from .domain import import_optional
 
 __all__ = ["arm_colours", "plot_best_so_far", "plot_funnel", "plot_gantt", "plot_rewards"]
 
@@ -34,11 +34,8 @@ def arm_colours(arms: Sequence[str]) -> dict[str, str]:
 
 def _figure(width: float, height: float, n_columns: int = 1):
     """A figure on an Agg canvas, with its axes."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise SetupError('reports need matplotlib; install it with pip install "closedloop[plots]"') from exc
+    FigureCanvasAgg = import_optional("matplotlib.backends.backend_agg", "plots", "reports").FigureCanvasAgg
+    Figure = import_optional("matplotlib.figure", "plots", "reports").Figure
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, n_columns, squeeze=False)[0]

@@ -40,6 +40,7 @@ from orchestrator.domain import (
     CandidateKind,
     Conditions,
     Material,
+    MissingDependency,
     Molecule,
     Observation,
     SetupError,
@@ -85,27 +86,25 @@ class Result:
 
 
 def require(module: str, extra: str, purpose: str) -> None:
-    """Raise ``SetupError`` with an install hint when an optional dependency cannot be imported.
+    """Raise ``MissingDependency`` (a ``SetupError``) naming the extra when an optional dependency is not installed.
 
-    Only looks the module up (``importlib.util.find_spec``); it does not import it.
+    Only looks the module up (``importlib.util.find_spec``); it does not import it. ``orchestrator.domain``'s
+    ``import_optional`` is the importing counterpart, with the same message.
 
     Example:
         >>> require("json", extra="xtb", purpose="the xtb rung")
         >>> require("closedloop_no_such_module", extra="xtb", purpose="the xtb rung")
         Traceback (most recent call last):
         ...
-        orchestrator.domain.SetupError: the xtb rung needs the optional dependency 'closedloop_no_such_module', \
-which is not installed; install it with: pip install "closedloop[xtb]"
+        orchestrator.domain.MissingDependency: the xtb rung needs closedloop_no_such_module, which is not installed; \
+install it with pip install "closedloop[xtb]"
     """
     try:
         found = importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a missing parent package, or a module with no spec
         found = False
     if not found:
-        raise SetupError(
-            f"{purpose} needs the optional dependency {module!r}, which is not installed; "
-            f'install it with: pip install "closedloop[{extra}]"'
-        )
+        raise MissingDependency(module, extra, purpose)
 
 
 class BaseSimulator(ABC):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.domain import Material, SetupError, SimulationFailed
+from orchestrator.domain import Material, SetupError, SimulationFailed, import_optional
 
 from simulators.base import AnyCandidate, BaseSimulator
 from simulators.structures import best_prototype_structure
@@ -116,7 +116,7 @@ class CHGNetSimulator(BaseSimulator):
 
     def calculate(self, candidate: AnyCandidate) -> dict[str, Any]:
         """Relax one material's best prototype; ``SimulationFailed`` when there is none or the relaxation fails."""
-        import torch
+        torch = import_optional("torch", "materials", "the chgnet rung")
 
         prototype, structure = best_prototype_structure(candidate)
         structure.remove_oxidation_states()
@@ -155,7 +155,7 @@ class CHGNetSimulator(BaseSimulator):
 @lru_cache(maxsize=1)
 def _model():
     """The pretrained model, loaded once per process (about 0.1 s once torch is imported, which takes seconds)."""
-    from chgnet.model import CHGNet
+    CHGNet = import_optional("chgnet.model", "materials", "the chgnet rung").CHGNet
 
     with contextlib.redirect_stdout(io.StringIO()):  # chgnet prints its size and device; stdout is the caller's
         return CHGNet.load(model_name=MODEL_NAME, use_device="cpu", verbose=False)
@@ -164,7 +164,7 @@ def _model():
 @lru_cache(maxsize=len(OPTIMIZERS))
 def _struct_optimizer(optimizer: str):
     """One ``StructOptimizer`` per optimiser, sharing the model. Not thread-safe: relax() rebinds its calculator."""
-    from chgnet.model import StructOptimizer
+    StructOptimizer = import_optional("chgnet.model", "materials", "the chgnet rung").StructOptimizer
 
     with contextlib.redirect_stdout(io.StringIO()):
         return StructOptimizer(model=_model(), optimizer_class=optimizer, use_device="cpu", on_isolated_atoms="error")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.domain import Molecule, SetupError, SimulationFailed
+from orchestrator.domain import Molecule, SetupError, SimulationFailed, import_optional
 
 from simulators.base import AnyCandidate, BaseSimulator
 from simulators.geometry import (
@@ -130,6 +130,7 @@ def b3lyp_single_point(geometry: Geometry, *, grid_level: int = 1, max_iteration
     Raises:
         SimulationFailed: pyscf rejected the structure or the SCF did not converge within ``max_iterations``.
     """
+    import_optional("pyscf", "dft", "the dft rung")
     from pyscf import dft, gto
 
     try:

@@ -41,7 +41,7 @@ from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from orchestrator.domain import Conditions, Material, Molecule, Observation, SetupError
+from orchestrator.domain import Conditions, Material, Molecule, Observation, SetupError, import_optional
 
 from simulators.base import AnyCandidate, BaseSimulator, Simulator, require
 
@@ -552,7 +552,7 @@ class RayExecutor:
         self._task: Any = None
 
     def _connect(self) -> Any:
-        import ray
+        ray = import_optional("ray", "ray", "RayExecutor")
 
         if not ray.is_initialized():
             local = {"num_cpus": self.num_cpus} if self.address is None else {}
@@ -624,7 +624,7 @@ class RayExecutor:
     def close(self) -> None:
         """Shut Ray down if this executor started it."""
         if self._is_owner:
-            import ray
+            ray = import_optional("ray", "ray", "RayExecutor")
 
             ray.shutdown()
             self._is_owner = False

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from orchestrator.domain import Molecule, SetupError, SimulationFailed
+from orchestrator.domain import Molecule, SetupError, SimulationFailed, import_optional
 
 from simulators.base import AnyCandidate, BaseSimulator
 from simulators.conformers import conformer_cost_s
@@ -157,6 +157,7 @@ def gfn2_single_point(
     Raises:
         SimulationFailed: tblite rejected the input or the SCC did not converge; the reason says which phase.
     """
+    import_optional("tblite", "xtb", "the xtb rung")
     from tblite.exceptions import TBLiteRuntimeError, TBLiteValueError
     from tblite.interface import Calculator
 
@@ -183,6 +184,7 @@ def gfn2_single_point(
 @lru_cache(maxsize=64)
 def _check_solvent(solvent: str, solvation_model: str) -> None:
     """Raise ``SetupError`` now, not per molecule, when tblite has no parameters for the solvent."""
+    import_optional("tblite", "xtb", "the xtb rung")
     from tblite.exceptions import TBLiteRuntimeError, TBLiteValueError
     from tblite.interface import Calculator
 

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from ..domain import SetupError
+from ..domain import import_optional
 
 __all__ = ["N_MC_SAMPLES", "propose_botorch"]
 
@@ -23,11 +23,8 @@ N_MC_SAMPLES = 128
 
 
 def _require_botorch():
-    try:
-        import botorch  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as exc:
-        raise SetupError(f"the botorch arm needs BoTorch ({exc}); install it with pip install \"closedloop[bench]\"") from exc
+    for module in ("torch", "botorch", "gpytorch"):
+        import_optional(module, "bench", "the botorch arm")
 
 
 def propose_botorch(X_train: np.ndarray, y_train: np.ndarray, X_available: np.ndarray, q: int, *, seed: int) -> list[int]:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from ..domain import import_optional
+
 __all__ = ["FORMATS", "ExportFormat", "write_format"]
 
 ExportFormat = Literal["native", "trl-grpo", "trl-stepwise", "verifiers", "hf"]
@@ -112,7 +114,7 @@ def _verifiers(records: list[dict[str, Any]], out: Path) -> list[Path]:
 
 
 def _hf(records: list[dict[str, Any]], out: Path) -> list[Path]:
-    from datasets import Dataset
+    Dataset = import_optional("datasets", "rl", "the hf export format").Dataset
 
     rows = [{**r, "candidate": json.dumps(r["candidate"], sort_keys=True), "lab": json.dumps(r["lab"])}
             for r in records]  # candidate kinds differ in shape; JSON keeps the Arrow schema one shape

@@ -20,6 +20,8 @@ from pathlib import Path
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
+from ..domain import import_optional
+
 __all__ = ["BASELINE", "INI", "SCRIPT_LOCATION", "alembic_config", "current_revision", "head_revision", "upgrade"]
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
@@ -29,11 +31,12 @@ BASELINE = "0001"
 
 # Any fixed 64-bit number: the key of the advisory lock that serialises migrations on PostgreSQL.
 _MIGRATION_LOCK_KEY = 0x636C6F7365646C6F  # "closedlo"
+_PURPOSE = "opening a ledger (its schema migrations)"
 
 
 def alembic_config(connection: Connection | None = None):
     """An Alembic ``Config`` for these migrations, optionally bound to an open connection."""
-    from alembic.config import Config
+    Config = import_optional("alembic.config", "", _PURPOSE).Config
 
     config = Config()
     config.set_main_option("script_location", str(SCRIPT_LOCATION))
@@ -45,21 +48,21 @@ def alembic_config(connection: Connection | None = None):
 @cache
 def head_revision() -> str:
     """The newest revision shipped with this version of closedloop."""
-    from alembic.script import ScriptDirectory
+    ScriptDirectory = import_optional("alembic.script", "", _PURPOSE).ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def current_revision(connection: Connection) -> str | None:
     """The revision a database is at (None for an empty or pre-Alembic one)."""
-    from alembic.runtime.migration import MigrationContext
+    MigrationContext = import_optional("alembic.runtime.migration", "", _PURPOSE).MigrationContext
 
     return MigrationContext.configure(connection).get_current_revision()
 
 
 def upgrade(engine: Engine) -> str:
     """Migrate the database behind ``engine`` to the head revision; return the revision it was at before."""
-    from alembic import command
+    command = import_optional("alembic.command", "", _PURPOSE)
 
     with engine.begin() as connection:  # SQLite: BEGIN IMMEDIATE (see ledger.store), so openers queue here
         if connection.dialect.name == "postgresql":

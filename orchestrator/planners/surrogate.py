@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from orchestrator.domain import SetupError
+from orchestrator.domain import SetupError, import_optional
 
 if TYPE_CHECKING:
     import torch
@@ -48,14 +48,9 @@ _LEARNING_RATE = 0.05
 
 def _require_torch_pyro() -> tuple[Any, Any, Any]:
     """Import torch, pyro and pyro.contrib.gp, or raise a SetupError with the install hint."""
-    try:
-        import pyro
-        import pyro.contrib.gp as gp
-        import torch
-    except ImportError as exc:
-        raise SetupError(
-            f"the bo planner needs torch and pyro-ppl ({exc}); install them with pip install \"closedloop[bayes]\""
-        ) from exc
+    torch = import_optional("torch", "bayes", "the bo planner")
+    pyro = import_optional("pyro", "bayes", "the bo planner")
+    gp = import_optional("pyro.contrib.gp", "bayes", "the bo planner")
     return torch, pyro, gp
 
 
