@@ -90,6 +90,9 @@ class Proposed(EventPayload):
     expected: float | None = None
     acquisition: float | None = None
     is_fallback: bool = False
+    is_bo_pick: bool | None = Field(
+        default=None, description="llm arms: whether bo, planning the same state for the same n, proposed it too; "
+                                  "None for other arms and older ledgers")
     novelty: float | None = Field(default=None, description="open spaces: 1 - max similarity to what was known")
     is_generated: bool = Field(default=False, description="open spaces: the candidate is new to the campaign")
 

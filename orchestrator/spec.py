@@ -204,6 +204,9 @@ class PlannerSpec(_Spec):
         default=None, description="llm arm: 'provider:model', a .gguf path, or None for the embedded SmolLM2")
     max_repair_rounds: int = Field(default=2, ge=0, description="llm arm: repair rounds before the bo fallback")
     shortlist_size: int = Field(default=24, gt=0, description="llm arm: candidates offered to the model per call")
+    llm_tool_steps: int = Field(
+        default=0, ge=0, description="llm arm: rounds in which a tool-calling model may call predict, simulate, "
+                                     "history, similar and constraints itself; 0 puts the tool results in the prompt only")
     control_share: float = Field(default=0.2, ge=0, lt=1)
     batch_size: int = Field(default=4, gt=0, description="lab experiments per iteration")
     n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")
@@ -218,8 +221,8 @@ class PlannerSpec(_Spec):
         if name is not None and name not in planner_names():
             raise ValueError(f"planner arm {name!r} is unknown; available arms: {list(planner_names())} "
                              "(register others with orchestrator.planners.register_planner)")
-        if info.field_name == "control" and name == "llm":
-            raise ValueError("the control arm cannot be the llm arm; use 'bo' or 'random'")
+        if info.field_name == "control" and name in ("llm", "llm-shuffled"):
+            raise ValueError(f"the control arm cannot be the {name} arm; use 'bo' or 'random'")
         return name
 
     @model_validator(mode="after")

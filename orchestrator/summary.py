@@ -8,6 +8,7 @@ from typing import Any
 from .context import lab_time_s
 from .events import CampaignStarted, Observed, Simulated
 from .ledger import Ledger
+from .planner_stats import planner_stats
 from .spec import validate_spec
 
 __all__ = ["arm_comparison", "summarise"]
@@ -89,4 +90,5 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
         "main_arm": spec.planner.main,
         "control_arm": spec.planner.control,
         **arm_comparison(results, spec.planner.main, spec.planner.control),
+        "planner_stats": planner_stats(ledger, campaign_id),
     }

@@ -141,6 +141,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                 expected=proposal.expected,
                 acquisition=proposal.acquisition,
                 is_fallback=proposal.is_fallback,
+                is_bo_pick=proposal.is_bo_pick,
                 novelty=novelty,
                 is_generated=generate and pool.index[cid] >= (pool.seed_size or len(pool)),
             )

@@ -34,19 +34,27 @@ PlannerFactory = Callable[[Any], Planner]
 """Builds an arm from the campaign spec (or None): ``factory(spec) -> Planner``."""
 
 
-def _llm(spec) -> Planner:
-    from .llm import LLMPlanner
+def _llm(spec, *, shuffled: bool = False) -> Planner:
+    from .llm import LLMPlanner, ShuffledFeedbackLLMPlanner
 
     options = spec.planner if spec is not None else None
-    return LLMPlanner(
+    cls = ShuffledFeedbackLLMPlanner if shuffled else LLMPlanner
+    return cls(
         model=options.model if options else None,
         max_repair_rounds=options.max_repair_rounds if options else 2,
         shortlist_size=options.shortlist_size if options else 24,
+        max_tool_steps=options.llm_tool_steps if options else 0,
         seed=spec.campaign.seed if spec is not None else 0,
     )
 
 
-_REGISTRY: dict[str, PlannerFactory] = {"llm": _llm, "bo": lambda spec: BOPlanner(), "random": lambda spec: RandomPlanner()}
+def _llm_shuffled(spec) -> Planner:
+    """The llm arm shown the lab results shuffled among the measured candidates (does it use the feedback?)."""
+    return _llm(spec, shuffled=True)
+
+
+_REGISTRY: dict[str, PlannerFactory] = {"llm": _llm, "llm-shuffled": _llm_shuffled, "bo": lambda spec: BOPlanner(),
+                                        "random": lambda spec: RandomPlanner()}
 
 
 def register_planner(name: str, factory: PlannerFactory) -> None:

@@ -8,16 +8,23 @@ The graph, per ``propose`` call::
                                               ▼   │
                                   fallback ◀─ repair
 
-- ``gather`` calls the tools (constraints, history, predict, similar, simulate) on a **shortlist**: the top
-  ``shortlist_size`` available candidates by the surrogate's expected improvement, or a seeded random sample before
-  the surrogate exists. The results go into the prompt as a DATA block, labelled ``c00``, ``c01``, …
+- ``gather`` asks the campaign's bo arm for two things on the same state: its batch of ``n`` (what bo would
+  propose here, to measure the model against) and its diversified batch of ``shortlist_size`` (Kriging believer,
+  pending-aware; a seeded random or rung-ranked design before the surrogate exists). bo's batch plus the rest of the
+  larger one is the **shortlist**, which bounds the worst case. It is shown in a seeded random order, labelled
+  ``c00``, ``c01``, …, so that a model that takes the first option is not bo in disguise. Each row carries what the
+  planner knows: the surrogate's mean and sd, rung values where known, and novelty (distance to the nearest lab
+  result). The tool results (constraints, history, similar) complete the prompt's DATA block.
 - ``agent``/``tools`` (only with ``max_tool_steps > 0`` and a model that supports ``bind_tools``): a capped ReAct
   loop in which the model calls the same tools itself.
-- ``propose`` and ``repair`` make one structured-output call each (``llm_prompt.response_schema``). The embedded
-  model's grammar restricts ``candidate`` to the shortlist ids.
+- ``propose`` and ``repair`` make one structured-output call each (``llm_prompt.response_schema``). A local model's
+  grammar lets every pick name any shortlist id and asks first for the model's own short hypothesis for the batch.
 - ``validate`` applies the campaign's rules (``nodes.validate.validation_error``): parses, in the pool, not tested
   or pending, no duplicates. Valid picks are kept across rounds; the messages of the rest go into the next repair.
-- ``fallback`` fills what is missing from ``BOPlanner`` and marks those proposals as fallbacks.
+- ``fallback`` fills what is missing from the bo arm and marks those proposals as fallbacks.
+
+Every proposal records ``is_bo_pick``: whether bo, planning the same state for the same ``n``, proposed it too.
+``planner_stats`` turns that into the share of the model's picks that differ from bo.
 
 Every model call goes through an ``LLMCallRecorder`` under the key ``it{iteration}:llm:{k}`` (k counts the calls of
 this iteration). A recorded call is answered from the record and the model is not called, which is how crash-resume
@@ -39,30 +46,34 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..domain import InvalidCandidate, Proposal, SetupError
+from ..seeding import derive_rng
 from .base import PlanningContext
 from .llm_prompt import (
     MAX_PROMPT_CHARS,
     SYSTEM_PROMPT,
     ProposalBatch,
+    data_block,
     fit_to_budget,
     repair_message,
     response_schema,
     task_message,
 )
-from .llm_tools import PlanningTools, SimulateFn, clip, select_shortlist
+from .llm_tools import PlanningTools, SimulateFn, clip
 
-__all__ = ["InMemoryLLMRecorder", "LLMCallRecorder", "LLMPlanner", "llm_call_key"]
+__all__ = ["InMemoryLLMRecorder", "LLMCallRecorder", "LLMPlanner", "ShuffledFeedbackLLMPlanner", "llm_call_key",
+           "shuffle_feedback"]
 
 log = logging.getLogger(__name__)
 
 N_SIMILAR = 2  # shortlist entries whose tested neighbours go into the prompt
 K_SIMILAR = 2
-# Local GGUF models answer candidates and expected values only: SmolLM2-135M filled 48-character hypothesis and
-# rationale fields with SMILES fragments and digit runs (about 40 tokens each, half a step's CPU). The planner states
-# what the model was shown instead (see _stated_texts).
+# Local GGUF models write one bounded hypothesis per batch (llm_prompt.HYPOTHESIS_PATTERN) and candidates and
+# expected values per pick: SmolLM2-135M filled 48-character hypothesis and rationale fields per proposal with SMILES
+# fragments and digit runs (about 40 tokens each, half a step's CPU).
 GRAMMAR_TEXT_CHARS = 0
 FREE_TEXT_CHARS = 300
 TOKENS_PER_PROPOSAL = 160  # an upper bound for one grammar-constrained proposal (about 25 tokens without texts)
+TOKENS_PER_HYPOTHESIS = 80  # the 60-character batch hypothesis
 LOCAL_PROMPT_CHARS = 2000
 """Prompt budget of local GGUF models: llama.cpp on one CPU thread reads about 130 prompt tokens a second, and
 SMILES take about one token per 1.3 characters, so the prompt is most of a planning step's cost."""
@@ -138,6 +149,8 @@ class LLMPlanner:
             ``LOCAL_PROMPT_CHARS``, a soft budget that keeps at least twice the batch in rows and always keeps the
             history (3 best and 2 worst results for them).
         temperature, seed, max_tokens: sampling parameters for a model loaded from ``model``.
+        bo_planner: the bo arm that builds the shortlist, fills fallbacks and is measured against; default: the
+            campaign's ``bo`` arm (``make_planner("bo", spec)``).
 
     Example:
         >>> planner = LLMPlanner()  # the embedded model, loaded on first use
@@ -146,6 +159,12 @@ class LLMPlanner:
     """
 
     name = "llm"
+    uses_surrogate = True
+    """The campaign fits its GP for this arm: the shortlist, the predictions and the fallbacks read it."""
+    uses_ladder = True
+    """The campaign surveys its proxy rungs for this arm: the shortlist (bo's) and the prompt's rung columns use them."""
+    uses_surrogate = True  # its shortlist and tools read the campaign's GP
+    uses_ladder = True  # and that GP's ladder prior, like the bo arm it falls back to
 
     def __init__(
         self,
@@ -162,6 +181,7 @@ class LLMPlanner:
         seed: int = 0,
         max_tokens: int = 1024,
         max_prompt_chars: int | None = None,
+        bo_planner: Any | None = None,
     ):
         if max_repair_rounds < 0 or shortlist_size < 1 or max_tool_steps < 0:
             raise SetupError(f"{max_repair_rounds=} and {max_tool_steps=} must be >= 0 and {shortlist_size=} >= 1")
@@ -175,6 +195,7 @@ class LLMPlanner:
         self.max_prompt_chars = max_prompt_chars
         self.sampling = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens}
         self._chat_model = chat_model
+        self.bo_planner = bo_planner
         self.last_run: dict[str, Any] = {}
         """Facts about the last ``propose``: keys, counts of valid/repaired/fallback proposals (for benchmarks)."""
 
@@ -222,8 +243,21 @@ class LLMPlanner:
         self.recorder.record(key, call)
         return call
 
+    def bo(self, context: PlanningContext):
+        """The bo arm this planner is bounded by and measured against."""
+        if self.bo_planner is None:
+            from . import make_planner
+
+            self.bo_planner = make_planner("bo", context.spec)
+        return self.bo_planner
+
     # ----------------------------------------------------------------------------------------------- propose
+    def planning_context(self, context: PlanningContext) -> PlanningContext:
+        """The state this arm plans on (the ``llm-shuffled`` arm shuffles the lab results here)."""
+        return context
+
     def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
+        context = self.planning_context(context)
         n = min(int(n), len(context.available))
         if n <= 0:
             return []
@@ -232,6 +266,50 @@ class LLMPlanner:
         final = graph.invoke({}, {"recursion_limit": 20 + 2 * self.max_tool_steps + 3 * self.max_repair_rounds})
         self.last_run = run.summary(final)
         return final["proposals"]
+
+
+def shuffle_feedback(context: PlanningContext) -> PlanningContext:
+    """The context with its lab results shuffled among the measured candidates: one seeded permutation (per seed and
+    iteration) applied to ``utilities`` and ``values`` alike, so each tested candidate carries another one's result.
+
+    Everything downstream (the surrogate, bo's shortlist and fallbacks, the prompt) then sees the shuffled feedback.
+
+    Example:
+        >>> import numpy as np
+        >>> context = PlanningContext(spec=None, pool=None, iteration=3, available=np.arange(0), seed=0,
+        ...     observed=np.array([5, 6, 7, 8]), utilities=np.array([1.0, 2.0, 3.0, 4.0]), pending=np.arange(0),
+        ...     surrogate_state=None, values=np.array([10.0, 20.0, 30.0, 40.0]))
+        >>> shuffled = shuffle_feedback(context)
+        >>> shuffled.utilities.tolist() != [1.0, 2.0, 3.0, 4.0], sorted(shuffled.utilities.tolist())
+        (True, [1.0, 2.0, 3.0, 4.0])
+        >>> bool((shuffled.values == 10 * shuffled.utilities).all())
+        True
+    """
+    from ..seeding import derive_rng
+
+    n = len(context.utilities)
+    if n < 2:
+        return context
+    order = derive_rng(context.seed, context.iteration, "plan", "llm-shuffled-feedback").permutation(n)
+    values = None if context.values is None else np.asarray(context.values)[order]
+    return dataclasses.replace(context, utilities=np.asarray(context.utilities)[order], values=values)
+
+
+class ShuffledFeedbackLLMPlanner(LLMPlanner):
+    """The ``llm-shuffled`` arm: the llm planner shown the lab results shuffled among the measured candidates.
+
+    Compared with the ``llm`` arm on the same campaign, it shows whether the model (and the surrogate behind its
+    shortlist) uses the lab's answers at all: a planner that ignores feedback does as well shuffled as not.
+
+    Example:
+        >>> ShuffledFeedbackLLMPlanner().name
+        'llm-shuffled'
+    """
+
+    name = "llm-shuffled"
+
+    def planning_context(self, context: PlanningContext) -> PlanningContext:
+        return shuffle_feedback(context)
 
 
 # --------------------------------------------------------------------------------------------------- one run
@@ -282,63 +360,93 @@ class _Run:
         return type(model).bind_tools is not BaseChatModel.bind_tools and not self.planner._is_local_gguf()
 
     # ----------------------------------------------------------------------------------------------- gather
-    def gather(self, state: dict) -> dict:
-        """Shortlist the pool and call the tools; their results become the prompt's DATA block."""
-        tools = self.tools
+    def shortlist(self) -> list[int]:
+        """Pool rows to show the model, in bo's order: bo's batch of ``n`` on this state, then the rest of its
+        diversified batch of ``shortlist_size``. Records bo's batch as ``self.bo_picks``."""
+        bo = self.planner.bo(self.context)
+        index = self.context.pool.index
+        self.bo_picks = [index[p.candidate.id] for p in bo.propose(self.context, self.n)]
         size = max(self.planner.shortlist_size, self.n)
-        shortlist, _ = select_shortlist(tools, size)
-        width = max(2, len(str(len(shortlist) - 1)))
-        labels = {f"c{k:0{width}d}": index for k, index in enumerate(shortlist)}
-        tools.set_labels(labels)
-        ids = list(labels)
+        wider = [index[p.candidate.id] for p in bo.propose(self.context, size)] if size > len(self.bo_picks) else []
+        rows = list(dict.fromkeys(self.bo_picks + wider))
+        return [i for i in rows if i in self.available][:size]
+
+    def gather(self, state: dict) -> dict:
+        """Shortlist the pool with bo, describe each row, shuffle the rows; the results become the prompt's DATA."""
+        tools = self.tools
+        ranked = self.shortlist()
+        width = max(2, len(str(len(ranked) - 1)))
+        provisional = {f"c{k:0{width}d}": index for k, index in enumerate(ranked)}  # bo's order, for trimming
+        tools.set_labels(provisional)
+        ids = list(provisional)
 
         local = self.planner._is_local_gguf()
         constraints = json.loads(tools.constraints())
         constraints.pop("n_available", None)  # history has the counts; constant text leads, so llama.cpp reuses its KV
         history = json.loads(tools.history(*LOCAL_HISTORY) if local else tools.history())
         predictions = {row["id"]: row for row in json.loads(tools.predict(ids)).get("predictions", [])}
-        simulated = {row.pop("id"): row for row in json.loads(tools.simulate(ids)).get("simulated", [])}
-        similar, similar_columns = {}, []
-        for label in ids[:N_SIMILAR]:
-            found = json.loads(tools.similar(label, K_SIMILAR)).get("neighbours")
-            if found:
-                similar_columns = list(found[0])
-                similar[label] = [list(row.values()) for row in found]
+        simulated = tools.simulate_values(ranked)
+        novelty = dict(zip(ranked, tools.novelty(ranked), strict=True))
 
         value = tools.value_name
         sim_columns = sorted({key for row in simulated.values() for key in row})
-        columns = ["id", "candidate"] + ([f"pred_{value}", "sd"] if predictions else []) + sim_columns
+        has_novelty = any(v is not None for v in novelty.values())
+        columns = (["id", "candidate"] + ([f"pred_{value}", "sd"] if predictions else []) + (["novelty"] if has_novelty else [])
+                   + sim_columns)
         rows = []
-        for label, index in labels.items():
+        for label, index in provisional.items():
             row: list[Any] = [label, tools.text(index)]
             if predictions:
                 row += [predictions[label][f"pred_{value}"], predictions[label]["sd"]]
-            row += [simulated.get(label, {}).get(column) for column in sim_columns]
+            if has_novelty:
+                row.append(novelty[index])
+            row += [simulated.get(index, {}).get(column) for column in sim_columns]
             rows.append(row)
         objective = constraints.pop("objective")  # trusted spec text: it goes into the task, outside DATA
         data = {
             "constraints": constraints,
             "history": history,
             "shortlist": {"columns": columns, "rows": rows},
-            **({"similar": {"columns": similar_columns, "by_id": similar}} if similar else {}),
         }
         system = SYSTEM_PROMPT
         free_form = not self.planner._restricts()
         generate = self.context.spec.space.generate
         max_chars = self.planner.max_prompt_chars or (LOCAL_PROMPT_CHARS if local else MAX_PROMPT_CHARS)
         budget = max_chars - len(system) - len(task_message(self.n, objective, {}, free_form=free_form,
-                                                            generate=generate))
+                                                            generate=generate, batch_hypothesis=local))
+        # Trim in bo's order (its weakest candidates go first), then shuffle what is shown.
         if local:  # a soft budget: the lab results stay even when 2 × batch rows already exceed it
             data = fit_to_budget(data, budget, min_rows=min(2 * self.n, len(rows)), droppable=())
         else:
             data = fit_to_budget(data, budget, min_rows=self.n)
-        visible = [row[0] for row in data["shortlist"]["rows"]]
-        tools.set_labels({label: labels[label] for label in visible})
+        kept = data["shortlist"]["rows"]
+        order = derive_rng(self.context.seed, self.context.iteration, "plan", "llm-shortlist-order").permutation(len(kept))
+        labels: dict[str, int] = {}
+        shown_rows = []
+        for k, position in enumerate(order):
+            row = list(kept[int(position)])
+            labels[f"c{k:0{width}d}"] = provisional[row[0]]
+            row[0] = f"c{k:0{width}d}"
+            shown_rows.append(row)
+        data["shortlist"]["rows"] = shown_rows
+        tools.set_labels(labels)
+        similar, similar_columns = {}, []
+        for label in list(labels)[:N_SIMILAR]:  # the first rows shown, a seeded random choice
+            found = json.loads(tools.similar(label, K_SIMILAR)).get("neighbours")
+            if found:
+                similar_columns = list(found[0])
+                similar[label] = [list(row.values()) for row in found]
+        if similar:
+            with_similar = {**data, "similar": {"columns": similar_columns, "by_id": similar}}
+            if len(data_block(with_similar)) <= budget:
+                data = with_similar
+        visible = list(labels)
         shown = data["shortlist"]["columns"][2:]
-        self.shown_rows = {row[0]: dict(zip(shown, row[2:], strict=True)) for row in data["shortlist"]["rows"]}
-        self.is_ranked = bool(predictions)
+        self.shown_rows = {row[0]: dict(zip(shown, row[2:], strict=True)) for row in shown_rows}
+        self.shortlist_bo_rank = {label: ranked.index(index) for label, index in labels.items()}
         prompt = [{"role": "system", "content": system},
-                  {"role": "user", "content": task_message(self.n, objective, data, free_form=free_form, generate=generate)}]
+                  {"role": "user", "content": task_message(self.n, objective, data, free_form=free_form, generate=generate,
+                                                           batch_hypothesis=local)}]
         return {"prompt": prompt, "labels": visible, "n_calls": 0, "round": 0, "accepted": [], "errors": [], "steps": 0}
 
     # ----------------------------------------------------------------------------------------------- calls
@@ -359,18 +467,18 @@ class _Run:
 
         restricted = self.planner._restricts()
         need = self.n - len(state["accepted"])
-        # Accepted ids leave the grammar's choices; with the per-position enums of response_schema, a
-        # grammar-constrained answer can only name distinct, untested shortlist members.
+        # Accepted ids leave the grammar's choices, so every repair round adds at least one distinct pick.
         taken = {self.tools.name(a["index"]) for a in state["accepted"]}
         ids = [label for label in state["labels"] if label not in taken]
         local = self.planner._is_local_gguf()
         schema = response_schema(need, ids=ids if restricted else None,
                                  max_text_chars=GRAMMAR_TEXT_CHARS if local else FREE_TEXT_CHARS,
-                                 new_candidates=self.context.spec.space.generate)
+                                 new_candidates=self.context.spec.space.generate, batch_hypothesis=local)
         key = llm_call_key(self.context.iteration, state["n_calls"])
+        min_tokens = TOKENS_PER_PROPOSAL * need + TOKENS_PER_HYPOTHESIS + 64
         call = self.planner._recorded_call(key, self._messages(state, extra),
                                            lambda messages: structured_invoke(self.planner.chat_model, messages, schema,
-                                                                              min_tokens=TOKENS_PER_PROPOSAL * need + 64))
+                                                                              min_tokens=min_tokens))
         return {"response": call.get("response", ""), "call_error": call.get("error"), "n_calls": state["n_calls"] + 1,
                 "keys": [*state.get("keys", []), key]}
 
@@ -445,7 +553,8 @@ class _Run:
             seen.add(self.context.pool.ids[index])
             n_valid += 1
             expected = item.expected if item.expected is not None and math.isfinite(item.expected) else None
-            hypothesis, rationale = self._stated_texts(index, item.hypothesis, item.rationale, expected)
+            hypothesis = (item.hypothesis or batch.hypothesis).strip()  # the model's own words, or none
+            rationale = item.rationale.strip() or self._shown_note(index)
             accepted.append({"index": index, "hypothesis": clip(hypothesis, 500), "rationale": clip(rationale, 500),
                              "expected": expected, "round": state["round"]})
         if n_valid < need and not errors:
@@ -462,7 +571,7 @@ class _Run:
         except InvalidCandidate as exc:
             return str(exc), -1
         candidate = self.context.pool.candidates[index]
-        proposed = Proposed(iteration=self.context.iteration, arm="llm", candidate_id=candidate.id,
+        proposed = Proposed(iteration=self.context.iteration, arm=self.planner.name, candidate_id=candidate.id,
                             candidate=candidate.model_dump(mode="json"))
         shim = _ValidatorContext(self.context.spec, self.context.pool)
         error = validation_error(shim, proposed, seen, self.tested)
@@ -471,22 +580,16 @@ class _Run:
                      "before); propose another shortlist candidate")
         return error, index
 
-    def _stated_texts(self, index: int, hypothesis: str, rationale: str, expected: float | None) -> tuple[str, str]:
-        """The model's hypothesis and rationale, or, where it wrote none, statements of its pick and what it saw."""
+    def _shown_note(self, index: int) -> str:
+        """The planner's record of what the model was shown about its pick (where the model wrote no rationale);
+        said to be the planner's, never the model's reasoning."""
         label = self.tools.name(index)
-        if not hypothesis.strip():
-            guess = f"{self.tools.value_name} {expected:.3g}" if expected is not None else "no value"
-            hypothesis = f"the model expects {guess} for {clip(self.tools.text(index), 60)}"
-        if not rationale.strip():
-            row = getattr(self, "shown_rows", {}).get(label)
-            if row is None:
-                rationale = "the model named it (not a shortlist row)"
-            else:
-                facts = ", ".join(f"{clip(k, 24)}={v}" for k, v in row.items())
-                order = "ranked by expected improvement" if self.is_ranked else "drawn at random (no surrogate yet)"
-                rationale = f"the model's pick: shortlist row {label} of {len(self.shown_rows)} {order}"
-                rationale += f"; shown {facts}" if facts else ""
-        return hypothesis, rationale
+        row = getattr(self, "shown_rows", {}).get(label)
+        if row is None:
+            return "planner's note: the model named a candidate off the shortlist"
+        facts = ", ".join(f"{clip(k, 24)}={v}" for k, v in row.items())
+        note = f"planner's note: the model picked {label}, one of {len(self.shown_rows)} shortlist rows in random order"
+        return note + (f"; shown {facts}" if facts else "")
 
     def after_validate(self, state: dict) -> str:
         if len(state["accepted"]) >= self.n:
@@ -497,26 +600,30 @@ class _Run:
 
     # ----------------------------------------------------------------------------------------------- finish
     def fallback(self, state: dict) -> dict:
-        """Fill the rest of the batch from the bo arm, marked as fallbacks."""
-        from .bo import BOPlanner
-
-        taken = {a["index"] for a in state["accepted"]}
-        rest = dataclasses.replace(self.context, available=np.asarray([i for i in self.context.available if int(i) not in taken], dtype=int))
+        """Fill the rest of the batch from the bo arm, marked as fallbacks (the accepted picks count as pending)."""
+        taken = [a["index"] for a in state["accepted"]]
+        rest = dataclasses.replace(
+            self.context,
+            available=np.asarray([i for i in self.context.available if int(i) not in set(taken)], dtype=int),
+            pending=np.concatenate([np.asarray(self.context.pending, dtype=int), np.asarray(taken, dtype=int)]),
+        )
         reason = "; ".join(state["errors"][:3]) or "no valid proposal"
+        bo_picks = set(getattr(self, "bo_picks", ()))
         proposals = []
-        for p in BOPlanner().propose(rest, self.n - len(state["accepted"])):
-            update: dict[str, Any] = {"arm": "llm", "rationale": f"fallback: {p.rationale} (llm rounds exhausted: {clip(reason, 300)})"}
-            # Proposal.is_fallback is added by the campaign integration; set it only where the field exists.
-            if "is_fallback" in Proposal.model_fields:
-                update["is_fallback"] = True
-            proposals.append(p.model_copy(update=update))
+        for p in self.planner.bo(self.context).propose(rest, self.n - len(taken)):
+            proposals.append(p.model_copy(update={
+                "arm": self.planner.name, "is_fallback": True,
+                "is_bo_pick": self.context.pool.index[p.candidate.id] in bo_picks,
+                "rationale": f"fallback: {p.rationale} (llm rounds exhausted: {clip(reason, 300)})",
+            }))
         return {"fallbacks": proposals}
 
     def finish(self, state: dict) -> dict:
         pool = self.context.pool
+        bo_picks = set(getattr(self, "bo_picks", ()))
         proposals = [
-            Proposal(candidate=pool.candidates[a["index"]], arm="llm", hypothesis=a["hypothesis"],
-                     rationale=a["rationale"], expected=a["expected"])
+            Proposal(candidate=pool.candidates[a["index"]], arm=self.planner.name, hypothesis=a["hypothesis"],
+                     rationale=a["rationale"], expected=a["expected"], is_bo_pick=a["index"] in bo_picks)
             for a in state["accepted"][: self.n]
         ]
         return {"proposals": proposals + list(state.get("fallbacks") or [])}
@@ -529,9 +636,13 @@ class _Run:
             "n_requested": self.n,
             "n_valid_first_round": sum(1 for a in accepted if a["round"] == 0),
             "n_valid": len(accepted),
+            "n_bo_picks": sum(1 for a in accepted if a["index"] in set(getattr(self, "bo_picks", ()))),
             "n_fallback": len(final.get("fallbacks") or []),
             "n_repair_rounds": final.get("round", 0),
             "errors": final.get("errors", []),
+            "shortlist": {label: self.context.pool.ids[i] for label, i in self.tools.labels.items()},
+            "shortlist_bo_rank": dict(getattr(self, "shortlist_bo_rank", {})),
+            "bo_picks": [self.context.pool.ids[i] for i in getattr(self, "bo_picks", ())],
         }
 
 

@@ -190,8 +190,24 @@ class PlanningTools:
                 if r.simulator == "table" and r.cost_s <= spec.screening.cheap_s
                 and r.column in self.context.pool.columns and r.column not in hidden]
 
+    def surveyed_rungs(self) -> dict[str, np.ndarray]:
+        """Rungs the campaign has read over the whole pool (``PlanningContext.ladder``): name -> value per pool row,
+        NaN where unknown; empty when the context carries none."""
+        ladder = getattr(self.context, "ladder", None)
+        values = getattr(ladder, "values", None) if ladder is not None else None
+        if not isinstance(values, Mapping):
+            return {}
+        n_pool = len(self.context.pool)
+        out = {}
+        for name, column in values.items():
+            column = np.asarray(column, dtype=float)
+            if column.shape == (n_pool,):
+                out[str(name)] = column
+        return out
+
     def simulate_values(self, indices: Sequence[int]) -> dict[int, dict[str, float | None]]:
-        """Cheap-rung numbers per pool row (rows without numbers are left out)."""
+        """Rung numbers per pool row (rows without numbers are left out): the injected ``simulate_fn``, or the
+        surveyed rungs (by rung name) plus the columns of cheap table rungs that were not surveyed."""
         pool = self.context.pool
         out: dict[int, dict[str, float | None]] = {}
         if self.simulate_fn is not None:
@@ -201,11 +217,28 @@ class PlanningTools:
                 if values:
                     out[int(i)] = {clip(k, 40): _num(v) for k, v in list(values.items())[:8]}
             return out
-        columns = self.cheap_columns()
+        surveyed = self.surveyed_rungs()
+        spec = self.context.spec
+        surveyed_columns = {r.column for r in spec.ladder if r.name in surveyed and r.simulator == "table"}
+        columns = [c for c in self.cheap_columns() if c not in surveyed_columns]
         for i in indices:
-            values = {c: _num(pool.columns[c][int(i)]) for c in columns}
+            values = {clip(name, 40): _num(column[int(i)]) for name, column in list(surveyed.items())[:8]}
+            values.update({c: _num(pool.columns[c][int(i)]) for c in columns})
             if any(v is not None for v in values.values()):
                 out[int(i)] = values
+        return out
+
+    def novelty(self, indices: Sequence[int]) -> list[float | None]:
+        """How unlike everything tested each pool row is: 1 − the largest Tanimoto similarity to a lab result for
+        molecules (0: a tested twin, 1: nothing alike), the Euclidean feature distance to the nearest lab result
+        otherwise; None before any result."""
+        c = self.context
+        if len(c.observed) == 0:
+            return [None] * len(indices)
+        out = []
+        for index in indices:
+            (_, score), = self.neighbours(int(index), 1)
+            out.append(round(1.0 - score, 2) if c.spec.campaign.kind == "molecule" else _num(score))
         return out
 
     def simulate(self, candidate_ids: Sequence[str]) -> str:

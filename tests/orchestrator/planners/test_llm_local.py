@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from orchestrator.planners import PlanningContext, fit_surrogate_state
 from orchestrator.planners.llm import InMemoryLLMRecorder, LLMPlanner
 from orchestrator.planners.llm_models import embedded_model_path, load_chat_model
-from orchestrator.planners.llm_prompt import ProposalBatch
+from orchestrator.planners.llm_prompt import HYPOTHESIS_PATTERN, ProposalBatch
 from orchestrator.pool import load_pool
 from orchestrator.spec import load_spec
 from tests.conftest import BUCHWALD_SPEC, FREESOLV_SPEC
@@ -54,13 +55,18 @@ def test_the_embedded_model_proposes_valid_pool_members_as_parsed_json(spec_path
     proposals = planner.propose(context, 3)
 
     assert_valid_batch(context, proposals, 3)
-    assert all(p.arm == "llm" and not p.rationale.startswith("fallback:") for p in proposals)
+    assert all(p.arm == "llm" and not p.is_fallback for p in proposals[: planner.last_run["n_valid"]])
+    assert planner.last_run["n_valid"] >= 1, "at least one pick is the model's own"
     assert recorder.calls, "the model was not called"
+    hypotheses = set()
     for call in recorder.calls.values():  # grammar-constrained: every answer is JSON following the schema
-        ProposalBatch.model_validate(json.loads(call["response"]))
+        batch = ProposalBatch.model_validate(json.loads(call["response"]))
+        assert re.fullmatch(HYPOTHESIS_PATTERN, batch.hypothesis), "the model wrote its own bounded hypothesis"
+        hypotheses.add(batch.hypothesis)
         assert call["model"] == "embedded:SmolLM2-135M-Instruct.Q4_1.gguf"
         assert call["n_prompt_tokens"] > 0 and call["n_completion_tokens"] > 0 and call["latency_s"] > 0
-    assert planner.last_run["n_fallback"] == 0
+    assert all(p.hypothesis in hypotheses for p in proposals), "the proposals carry the model's words"
+    assert all(p.is_bo_pick is not None for p in proposals)
 
 
 def _free_port() -> int:
