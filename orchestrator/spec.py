@@ -206,7 +206,8 @@ class PlannerSpec(_Spec):
     shortlist_size: int = Field(default=24, gt=0, description="llm arm: candidates offered to the model per call")
     llm_tool_steps: int = Field(
         default=0, ge=0, description="llm arm: rounds in which a tool-calling model may call predict, simulate, "
-                                     "history, similar and constraints itself; 0 puts the tool results in the prompt only")
+                                     "history, similar and constraints itself (provider models that call tools; local "
+                                     "GGUF models get the tool results in the prompt); 0 puts them in the prompt only")
     control_share: float = Field(default=0.2, ge=0, lt=1)
     batch_size: int = Field(default=4, gt=0, description="lab experiments per iteration")
     n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")

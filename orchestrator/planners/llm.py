@@ -196,6 +196,7 @@ class LLMPlanner:
         self.sampling = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens}
         self._chat_model = chat_model
         self.bo_planner = bo_planner
+        self._warned_tools = False
         self.last_run: dict[str, Any] = {}
         """Facts about the last ``propose``: keys, counts of valid/repaired/fallback proposals (for benchmarks)."""
 
@@ -336,6 +337,10 @@ class _Run:
         graph.add_node("fallback", self.fallback)
         graph.add_node("finish", self.finish)
         graph.add_edge(START, "gather")
+        if self.planner.max_tool_steps > 0 and not self._supports_tools() and not self.planner._warned_tools:
+            self.planner._warned_tools = True
+            log.warning("llm planner: max_tool_steps=%d needs a model that calls tools (a provider model); this one "
+                        "gets the tool results in its prompt instead", self.planner.max_tool_steps)
         if self.planner.max_tool_steps > 0 and self._supports_tools():
             from langgraph.prebuilt import ToolNode
 
@@ -356,8 +361,9 @@ class _Run:
     def _supports_tools(self) -> bool:
         from langchain_core.language_models.chat_models import BaseChatModel
 
-        model = self.planner.chat_model
-        return type(model).bind_tools is not BaseChatModel.bind_tools and not self.planner._is_local_gguf()
+        if self.planner._is_local_gguf():  # decided without loading the model
+            return False
+        return type(self.planner.chat_model).bind_tools is not BaseChatModel.bind_tools
 
     # ----------------------------------------------------------------------------------------------- gather
     def shortlist(self) -> list[int]:

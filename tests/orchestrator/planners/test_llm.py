@@ -611,3 +611,12 @@ def test_the_arms_are_registered_and_take_their_options_from_the_spec(freesolv):
         data["planner"].update(main="bo", control=arm)
         with pytest.raises(SpecError, match=f"cannot be the {arm} arm"):
             validate_spec(data)
+
+
+def test_tool_steps_with_a_local_model_say_so_and_put_the_tools_in_the_prompt(warm_context, caplog):
+    model, seen = ScriptedLocalModel.make([json.dumps({"proposals": [{"candidate": "c01", "expected": 1.0}],
+                                                       "hypothesis": "whatever it says"})])
+    with caplog.at_level("WARNING", logger="orchestrator.planners.llm"):
+        proposals = LLMPlanner(chat_model=model, max_tool_steps=2).propose(warm_context, 1)
+    assert len(seen) == 1 and len(proposals) == 1 and not proposals[0].is_fallback
+    assert "needs a model that calls tools" in caplog.text
