@@ -155,19 +155,27 @@ class PlanningTools:
 
     @cached_property
     def surrogate(self):
-        """The campaign's GP, rebuilt from its recorded hyperparameters on the lab data; None before it exists."""
+        """The campaign's GP, rebuilt from its recorded hyperparameters on the lab data (with the ladder prior its
+        state records, where the bo module provides ``campaign_utility_model``); None before it exists."""
         if not self.has_surrogate:
             return None
-        from .bo import LabUtilityModel
+        from . import bo
 
         c = self.context
-        return LabUtilityModel(c.surrogate_state, c.pool.features[c.observed], c.utilities, c.values, c.spec.objective)
+        factory = getattr(bo, "campaign_utility_model", None)
+        if factory is not None:
+            return factory(c)
+        return bo.LabUtilityModel(c.surrogate_state, c.pool.features[c.observed], c.utilities, c.values, c.spec.objective)
 
     def predict_utilities(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
         """Posterior mean and sd of the utility at pool rows, or None without a surrogate."""
         if self.surrogate is None or len(indices) == 0:
             return None
-        return self.surrogate.predict(self.context.pool.features[np.asarray(indices, dtype=int)])
+        rows = np.asarray(indices, dtype=int)
+        known = getattr(self.surrogate, "pool_features", None)
+        if known is not None and hasattr(self.surrogate, "predict_rows") and rows.max() < len(known):
+            return self.surrogate.predict_rows(rows)  # the prior, if any, is known per pool row
+        return self.surrogate.predict(self.context.pool.features[rows])
 
     # ----------------------------------------------------------------------------------------------- tools
     def predict(self, candidate_ids: Sequence[str]) -> str:
@@ -392,6 +400,10 @@ def select_shortlist(tools: PlanningTools, size: int) -> tuple[list[int], np.nda
     if tools.surrogate is None:
         rng = derive_rng(c.seed, c.iteration, "plan", "llm-shortlist")
         return [int(i) for i in rng.choice(available, size=size, replace=False)], None
-    log_ei = tools.surrogate.log_improvement(c.pool.features[available], float(np.max(c.utilities)))
+    best = float(np.max(c.utilities))
+    if hasattr(tools.surrogate, "log_improvement_rows"):
+        log_ei = tools.surrogate.log_improvement_rows(available, best)
+    else:
+        log_ei = tools.surrogate.log_improvement(c.pool.features[available], best)
     order = np.argsort(-log_ei, kind="stable")[:size]
     return [int(available[k]) for k in order], log_ei[order]

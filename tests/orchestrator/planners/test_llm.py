@@ -620,3 +620,19 @@ def test_tool_steps_with_a_local_model_say_so_and_put_the_tools_in_the_prompt(wa
         proposals = LLMPlanner(chat_model=model, max_tool_steps=2).propose(warm_context, 1)
     assert len(seen) == 1 and len(proposals) == 1 and not proposals[0].is_fallback
     assert "needs a model that calls tools" in caplog.text
+
+
+def test_the_tools_read_the_campaigns_utility_model_with_its_prior_where_bo_provides_one(warm_context, monkeypatch):
+    from orchestrator.planners import bo
+
+    class WithPrior:  # what bo.campaign_utility_model returns: predictions per pool row, the ladder prior included
+        pool_features = warm_context.pool.features
+
+        def predict_rows(self, rows):
+            return -3.0 - 0.0 * np.asarray(rows), np.full(len(rows), 0.25)
+
+    monkeypatch.setattr(bo, "campaign_utility_model", lambda context: WithPrior(), raising=False)
+    tools = PlanningTools(warm_context)
+    some = [warm_context.pool.ids[i] for i in warm_context.available[:2]]
+    rows = json.loads(tools.predict(some))["predictions"]
+    assert [(r["pred_distance"], r["sd"]) for r in rows] == [(3.0, 0.25), (3.0, 0.25)]
