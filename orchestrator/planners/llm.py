@@ -137,7 +137,8 @@ class LLMPlanner:
             ``llm_models.load_chat_model``); loaded on the first call that is not answered from the recorder.
         chat_model: a ready LangChain chat model instead of ``model`` (tests pass scripted fakes).
         max_repair_rounds: repair calls after the first proposal call.
-        shortlist_size: candidates shown to the model (at least the batch size).
+        shortlist_size: the size of bo's diversified batch the shortlist is drawn from (at least ``n``); a local
+            model's soft prompt budget may show it fewer rows, never fewer than ``2 n``.
         recorder: where model calls are recorded and replayed from; default: an in-memory recorder.
         simulate_fn: the campaign's cheap rungs for the ``simulate`` tool (``{candidate id: {property: value}}``).
         max_tool_steps: ReAct steps in which a tool-calling model may call the tools itself; 0 puts the tool
