@@ -56,6 +56,8 @@ def run(
     lab_url: Annotated[str | None, typer.Option("--lab-url", help="run against a remote lab server (token from $CLOSEDLOOP_LAB_TOKEN)")] = None,
     planner: Annotated[str | None, typer.Option("--planner", help="main arm: llm, bo or random")] = None,
     model: Annotated[str | None, typer.Option("--model", help="llm arm: provider:model or a .gguf path (default: embedded)")] = None,
+    control_share: Annotated[float | None, typer.Option(
+        "--control-share", help="share of the lab budget for the control arm (overrides [planner] control_share; 0 turns the control off)")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="approve every lab batch without asking")] = False,
     history: Annotated[Path | None, typer.Option("--history", help="CSV of past lab results to start warm from")] = None,
     value_column: Annotated[str | None, typer.Option("--value-column", help="--history: the measured column (default: the objective's property)")] = None,
@@ -72,12 +74,14 @@ def run(
                 _fail("give either SPEC (a new campaign) or --resume CAMPAIGN_ID, not both")
             if history is not None:
                 _fail("--history seeds a new campaign; import it when you start one, not on --resume")
+            if control_share is not None:
+                _fail("--control-share applies to a new campaign; a resumed one keeps the share it started with")
             campaign = Campaign.resume(resume, db=db)
         else:
             if spec is None:
                 _fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
             parsed = load_spec(spec).with_overrides(seed=seed, lab_budget=lab_budget, lab_url=lab_url,
-                                                    planner=planner, model=model)
+                                                    planner=planner, model=model, control_share=control_share)
             if history is not None:
                 from .importing import read_history
                 from .pool import load_pool
@@ -194,8 +198,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
     if "main_beats_control" in summary:
         reached = summary["main_experiments_to_control_best"]
         out.print(
-            f"main arm {'matched or beat' if summary['main_beats_control'] else 'did not reach'} the control's best"
-            + (f" after {reached} of its experiments" if reached else "")
+            f"main arm {'beat' if summary['main_beats_control'] else 'did not beat'} the control: "
+            + (f"it reached the control's best after {reached} of its experiments" if reached
+               else "it did not reach the control's best")
             + f" (the control needed {summary['control_experiments_to_its_best']})."
             + (f" Acceleration {summary['acceleration']:.2f}×." if summary.get("acceleration") is not None else "")
         )

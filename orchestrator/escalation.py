@@ -14,8 +14,8 @@ posterior mean before the rung runs),
     voi = E[max(mean', threshold)] - max(mean, threshold) = s · (φ(z) - |z| · Φ(-|z|)),  z = (mean - threshold) / s
 
 in utility units, and the promotion score is ``voi / cost_s``. A rung whose rank correlation with the lab is below
-``min_informativeness`` on at least ``min_pairs`` pairs is skipped by the main arm (the control arm keeps running
-it, so its informativeness keeps being re-estimated).
+``min_informativeness`` on at least ``min_pairs`` pairs is skipped (by every arm: the screen treats the main arm and
+the control alike).
 
 Example:
     >>> calibration = calibrate_rung("gaff", [(0.0, 0.1), (1.0, 1.1), (2.0, 1.9), (3.0, 3.2), (4.0, 3.9)])

@@ -25,6 +25,7 @@ __all__ = [
     "ApprovalRequested",
     "CampaignStarted",
     "CampaignStopped",
+    "ConflictSettled",
     "Dispatched",
     "Event",
     "EventPayload",
@@ -262,6 +263,17 @@ class SlotsOffered(EventPayload):
     type: ClassVar[str] = "SlotsOffered"
     iteration: int
     slots: dict[str, int] = Field(description="arm -> lab slots offered")
+
+
+class ConflictSettled(EventPayload):
+    """Both arms proposed the same candidate in one iteration; a coin seeded by (campaign seed, iteration, candidate
+    id) gave it to ``winner``. The other arm fills its lab slots from its other proposals."""
+
+    type: ClassVar[str] = "ConflictSettled"
+    iteration: int
+    candidate_id: str
+    arms: list[str] = Field(description="the arms that proposed it, main arm first")
+    winner: str
 
 
 class RungValidated(EventPayload):

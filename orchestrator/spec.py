@@ -302,10 +302,22 @@ class CampaignSpec(_Spec):
         lab_url: str | None = None,
         planner: str | None = None,
         model: str | None = None,
+        control_share: float | None = None,
     ) -> CampaignSpec:
-        """A copy with the CLI's --seed / --lab-budget / --lab-url / --planner / --model applied.
+        """A copy with the CLI's --seed / --lab-budget / --lab-url / --planner / --model / --control-share applied.
 
-        A lab URL replaces the lab's driver with the HTTP driver; the ground truth then lives on the server.
+        A lab URL replaces the lab's driver with the HTTP driver; the ground truth then lives on the server. A control
+        share of 0 turns the control arm off (every lab slot goes to the main arm); a positive share on a spec without
+        a control arm adds the random arm (bo when the main arm is random).
+
+        Example:
+            >>> spec = CampaignSpec.model_validate({
+            ...     "campaign": {"name": "demo", "kind": "molecule"}, "objective": {"direction": "maximize"},
+            ...     "space": {"inline": ["CCO", "CCCO"]}, "lab": {"oracle": {"CCO": 1.0, "CCCO": 2.0}},
+            ...     "budget": {"lab_experiments": 2}})
+            >>> off = spec.with_overrides(control_share=0)
+            >>> off.planner.control, off.planner.control_share, spec.with_overrides(control_share=0.5).planner.control
+            (None, 0.0, 'random')
         """
         data = self.model_dump()
         if seed is not None:
@@ -318,6 +330,12 @@ class CampaignSpec(_Spec):
                 data["planner"]["control"] = "random" if planner == "bo" else "bo"
         if model is not None:
             data["planner"]["model"] = model
+        if control_share is not None:
+            data["planner"]["control_share"] = control_share
+            if control_share == 0:
+                data["planner"]["control"] = None
+            elif data["planner"]["control"] is None:
+                data["planner"]["control"] = "bo" if data["planner"]["main"] == "random" else "random"
         if lab_url is not None:
             data["lab"].update(driver="http", oracle_column=None, oracle=None,
                                parameters={"base_url": lab_url, "retries": 30, "backoff_s": 0.2})

@@ -1,4 +1,5 @@
-"""Campaign summaries computed from the ledger: best found, lab use, and the main arm against the control."""
+"""Campaign summaries computed from the ledger: best found, lab use, what was measured in which order, and the main
+arm against the control."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from .ledger import Ledger
 from .planner_stats import planner_stats
 from .spec import validate_spec
 
-__all__ = ["arm_comparison", "summarise"]
+__all__ = ["arm_comparison", "measured_order", "summarise"]
 
 
 def _label(canonical: str) -> str:
@@ -25,13 +26,18 @@ def arm_comparison(results: list[tuple[str, str, float, float]], main: str, cont
     """Per-arm lab use and best utility, how many experiments the main arm needed to match the control's best, and
     the running acceleration (the control's experiments to its best over the main arm's experiments to match it).
 
+    ``main_beats_control`` is True when the main arm reached the control's best utility in no more of its own lab
+    experiments than the control needed to find it, i.e. ``acceleration >= 1``; a main arm that found something
+    better only after more experiments than the control needed does not beat it, so the flag always agrees with the
+    acceleration.
+
     ``results`` are (candidate id, arm, value, utility) in the order the lab returned them.
 
     Example:
         >>> rows = [("a", "bo", 1, 1), ("b", "random", 2, 2), ("c", "bo", 3, 3), ("d", "random", 0, 0)]
         >>> comparison = arm_comparison(rows, "bo", "random")
-        >>> comparison["main_experiments_to_control_best"], comparison["acceleration"]
-        (2, 0.5)
+        >>> comparison["main_experiments_to_control_best"], comparison["acceleration"], comparison["main_beats_control"]
+        (2, 0.5, False)
     """
     arms: dict[str, dict[str, Any]] = {}
     for cid, arm, value, utility in results:
@@ -53,10 +59,16 @@ def arm_comparison(results: list[tuple[str, str, float, float]], main: str, cont
                     break
         out["main_experiments_to_control_best"] = reached
         out["control_experiments_to_its_best"] = arms[control]["experiments_to_best"]
-        out["main_beats_control"] = arms[main]["_best_u"] >= target
+        out["main_beats_control"] = reached is not None and reached <= arms[control]["experiments_to_best"]
         out["acceleration"] = None if reached is None else arms[control]["experiments_to_best"] / reached
         out["best_utility"] = {a: e["_best_u"] for a, e in arms.items()}
     return out
+
+
+def measured_order(ledger: Ledger, campaign_id: str) -> list[str]:
+    """Candidate ids in the order they were dispatched to the lab, every arm together; a retry does not repeat one."""
+    jobs = sorted(ledger.lab_jobs(campaign_id), key=lambda job: job.dispatched_seq)
+    return list(dict.fromkeys(job.candidate_id for job in jobs))
 
 
 def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
@@ -89,6 +101,7 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
                                            "value": best[2], "arm": best[1]},
         "main_arm": spec.planner.main,
         "control_arm": spec.planner.control,
+        "measured": measured_order(ledger, campaign_id),
         **arm_comparison(results, spec.planner.main, spec.planner.control),
         "planner_stats": planner_stats(ledger, campaign_id),
     }

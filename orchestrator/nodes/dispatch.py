@@ -7,8 +7,8 @@ key, so a resumed node is safe. A retry waits on the lab clock until its back-of
 from __future__ import annotations
 
 from ..context import CampaignContext, lab_now
-from ..events import Dispatched, Rejected
-from ..history import pending_retries
+from ..events import Dispatched, Proposed, Rejected
+from ..history import iteration_payloads, pending_retries
 from ..jobs import make_job, parse_job_key
 from ..state import CampaignState
 
@@ -26,14 +26,20 @@ def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     keys = state.get("job_keys", [])
     if not keys:
         return {}
-    not_before = {r.retry_key: r.not_before_s or 0.0 for r in pending_retries(ctx)}
+    retries = pending_retries(ctx)
+    not_before = {r.retry_key: r.not_before_s or 0.0 for r in retries}
+    # A job belongs to the arm that proposed it this iteration (a candidate held earlier may be proposed again, by
+    # either arm), and a retry to the arm of the job it repeats.
+    arm_of_key = {r.retry_key: r.arm for r in retries}
+    proposed_by = {p.candidate_id: p.arm for p in iteration_payloads(ctx, Proposed.type, iteration)}
     done = {j.job_key for j in ctx.ledger.lab_jobs(ctx.campaign_id)}
     for key in keys:
         if key in done:  # dispatched before a crash; the lab replay has resubmitted it already
             continue
         job = make_job(ctx, key)
         candidate_id, _ = parse_job_key(ctx.campaign_id, key)
-        arm = ctx.ledger.candidate(ctx.campaign_id, candidate_id).arm  # the arm that first proposed it
+        arm = (arm_of_key.get(key) or proposed_by.get(candidate_id)
+               or ctx.ledger.candidate(ctx.campaign_id, candidate_id).arm)
         violations = envelope_violations(ctx, job)
         if violations:
             ctx.ledger.append(ctx.campaign_id, Rejected(

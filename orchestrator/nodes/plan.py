@@ -1,18 +1,28 @@
 """plan: size this iteration to the lab's free capacity, queue due retries first, split the remaining slots
-between the main and control arms, and ask each arm for proposals."""
+between the main and control arms, and ask each arm for proposals.
+
+The control is fair: every arm plans on the same state (the same available candidates, so neither plans from the
+other's leftovers) and is asked for the same number of proposals per lab slot (``proposals_per_slot`` when the ladder
+has a proxy rung for the screen to rank by, one otherwise). When two arms propose the same candidate, a coin seeded
+by (campaign seed, iteration, candidate id) gives it to one of them and is recorded as ``ConflictSettled``; only the
+winner's proposal is recorded, and the other arm fills its lab slots from its other proposals at the screen. A slot
+the coin leaves without any proposal (one proposal per slot) is not offered to that arm this iteration, so losing the
+coin is not scored as an abstention; the running share gives the slot back later.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..context import CampaignContext
-from ..events import PoolExtended, Proposed, Rejected, SurrogateUpdated
+from ..events import ConflictSettled, PoolExtended, Proposed, Rejected, SurrogateUpdated
 from ..history import lab_history, pending_retries
 from ..llm_calls import LedgerLLMRecorder
 from ..planners import PlanningContext
+from ..seeding import derive_seed
 from ..state import CampaignState
 
-__all__ = ["allocate_slots", "plan"]
+__all__ = ["allocate_slots", "plan", "settle_conflicts"]
 
 
 def allocate_slots(n_dispatched: int, n_control_so_far: int, n_slots: int, control_share: float) -> int:
@@ -24,6 +34,24 @@ def allocate_slots(n_dispatched: int, n_control_so_far: int, n_slots: int, contr
     """
     target = int(np.floor(control_share * (n_dispatched + n_slots) + 0.5))
     return int(min(max(target - n_control_so_far, 0), n_slots))
+
+
+def settle_conflicts(seed: int, iteration: int, wanted: dict[str, list[str]]) -> dict[str, tuple[list[str], str]]:
+    """Who gets each candidate that more than one arm proposed in an iteration: candidate id -> (the arms that
+    proposed it, in ``wanted``'s order, and the winner), decided by a fair coin seeded by (seed, iteration, candidate
+    id), so a re-run settles every conflict the same way.
+
+    Example:
+        >>> settled = settle_conflicts(0, 1, {"bo": ["a", "b"], "random": ["b", "c"]})
+        >>> list(settled), settled["b"][0], settled["b"][1] in ("bo", "random")
+        (['b'], ['bo', 'random'], True)
+    """
+    claimants: dict[str, list[str]] = {}
+    for arm, candidate_ids in wanted.items():
+        for cid in dict.fromkeys(candidate_ids):
+            claimants.setdefault(cid, []).append(arm)
+    return {cid: (arms, arms[derive_seed(seed, iteration, "conflict", cid) % len(arms)])
+            for cid, arms in claimants.items() if len(arms) > 1}
 
 
 def _latest_surrogate_state(ctx: CampaignContext) -> dict | None:
@@ -96,35 +124,49 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     surrogate_state = _latest_surrogate_state(ctx)
     has_proxy = any(r.spec.proxy for r in ctx.rungs)
 
-    proposed_ids: list[str] = []
+    # One state for every arm: the same available set (neither plans from the other's leftovers), and the same number
+    # of proposals per lab slot (the screen's ranking then picks each arm's lab candidates among its own proposals).
+    context = PlanningContext(
+        spec=spec,
+        pool=pool,
+        iteration=iteration,
+        available=available,
+        observed=observed,
+        utilities=utilities,
+        values=values,
+        pending=pending,
+        surrogate_state=surrogate_state,
+        seed=ctx.seed,
+        recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration),
+    )
+    per_slot = spec.planner.proposals_per_slot if has_proxy else 1
+    proposals_by_arm: dict[str, list] = {}
     for arm in ctx.arms:
         if slots.get(arm, 0) == 0:
             continue
-        n_wanted = slots[arm] * (spec.planner.proposals_per_slot if arm == spec.planner.main and has_proxy else 1)
-        taken = {pool.index[cid] for cid in proposed_ids}
-        context = PlanningContext(
-            spec=spec,
-            pool=pool,
-            iteration=iteration,
-            available=np.asarray([i for i in available if i not in taken], dtype=int),
-            observed=observed,
-            utilities=utilities,
-            values=values,
-            pending=pending,
-            surrogate_state=surrogate_state,
-            seed=ctx.seed,
-            recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration),
-        )
         planner = ctx.planners[arm]
         if hasattr(planner, "recorder"):  # the llm arm records (and on a re-run, replays) its calls in the ledger
             planner.recorder = context.recorder
         n_known = len(pool)
-        proposals = planner.propose(context, n_wanted)
+        proposals_by_arm[arm] = planner.propose(context, slots[arm] * per_slot)
         if generate:
             items += _extended(ctx, iteration, arm, pool.candidates[n_known:], history)
-            reference = [pool.get(cid) for cid in history.tested] or pool.candidates[: pool.seed_size]
+
+    conflicts = settle_conflicts(ctx.seed, iteration, {arm: [p.candidate.id for p in proposals]
+                                                        for arm, proposals in proposals_by_arm.items()})
+    for cid, (arms, winner) in conflicts.items():
+        items.append((ConflictSettled(iteration=iteration, candidate_id=cid, arms=arms, winner=winner),
+                      f"it{iteration}:conflict:{cid}"))
+    proposed_ids: list[str] = []
+    if generate:
+        reference = [pool.get(cid) for cid in history.tested] or pool.candidates[: pool.seed_size]
+    for arm, proposals in proposals_by_arm.items():
+        n_lost = 0
         for proposal in proposals:
             cid = proposal.candidate.id
+            if cid in conflicts and conflicts[cid][1] != arm:
+                n_lost += 1
+                continue  # the coin gave it to the other arm; this arm's other proposals compete for its slots
             novelty = None
             if generate:
                 from ..generation import novelty as novelty_of
@@ -146,5 +188,8 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                 is_generated=generate and pool.index[cid] >= (pool.seed_size or len(pool)),
             )
             items.append((payload, f"it{iteration}:proposed:{arm}:{cid}"))
+        # A slot the coin left without a proposal is not offered to the arm (it did not abstain); the running share
+        # gives it back in a later iteration.
+        slots[arm] -= min(n_lost, max(slots[arm] - (len(proposals) - n_lost), 0))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="planner")
     return {"proposed": proposed_ids, "slots": slots, "retries": retries}

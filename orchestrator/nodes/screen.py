@@ -1,20 +1,29 @@
 """screen: climb the ladder with cost-aware escalation, then promote the most promising survivors to the lab.
 
-Per rung, in order:
+Every arm gets the same screen, applied to its own proposals for its own lab slots, so the control differs from the
+main arm only in its planner. The iteration's compute allowance (and a rung's capacity) is shared between the arms in
+proportion to their lab slots. Per rung, in order:
 
-- a rung without a proxy (a filter such as descriptors or charge balance) runs on every climbing candidate;
-- a proxy rung that has proved uninformative about the lab is skipped by the main arm (the control arm keeps
-  running it, so its informativeness keeps being measured);
-- otherwise, once there is lab data, main-arm candidates climb in order of expected value of information per
-  second of the rung's cost (``orchestrator.escalation``); the rest are held at the rung they reached.
+- a rung without a proxy (a filter such as descriptors or charge balance) runs on every climbing candidate, in
+  planner order, within the arm's allowance;
+- a proxy rung that has proved uninformative about the lab is skipped by every arm;
+- otherwise, once there is lab data, an arm's candidates climb in order of expected value of information per second
+  of the rung's cost (``orchestrator.escalation``), against the cut-off of that arm's lab slots; the rest are held at
+  the rung they reached.
 
-A failed rung result stops the candidate. Every decision is a ``Promoted`` event with its numbers. At the top, the
-main arm's survivors are ranked by expected improvement on the fused belief (lab surrogate plus calibrated rungs),
-or by the proxy before any lab data; the control arm is promoted in proposal order, so it stays an honest control.
+A failed rung result stops the candidate. Every decision is a ``Promoted`` event with its numbers. At the top, each
+arm's survivors are ranked by expected improvement on the fused belief (lab surrogate plus calibrated rungs), or by
+the proxy before any lab data, or else kept in planner order, and the best fill that arm's lab slots.
+
+A rung is calibrated on lab results of candidates it measured. So, once the lab candidates are chosen, a proxy rung
+that is not yet calibrated (fewer than ``min_pairs`` pairs) runs on as many of them as it still needs, and one judged
+uninformative runs on those it has not measured within each arm's allowance, so its verdict stays current
+(``_Ladder.probe``). These calibration probes change no decision of the iteration.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -28,7 +37,7 @@ from ..rung_digest import rung_digest
 from ..screening import run_rung
 from ..state import CampaignState
 
-__all__ = ["screen"]
+__all__ = ["apportion", "screen"]
 
 
 def _promoted(iteration, cid, from_rung, to_rung, decision, reason, score=None, numbers=None):
@@ -37,15 +46,32 @@ def _promoted(iteration, cid, from_rung, to_rung, decision, reason, score=None, 
     return payload, f"it{iteration}:promoted:{to_rung}:{cid}"
 
 
+def apportion(total: int, slots: dict[str, int]) -> dict[str, int]:
+    """Split a whole number between arms in proportion to their lab slots (largest remainder; ties to the earlier arm).
+
+    Example:
+        >>> apportion(5, {"bo": 3, "random": 1})
+        {'bo': 4, 'random': 1}
+    """
+    n_slots = sum(slots.values())
+    if n_slots <= 0:
+        return {arm: 0 for arm in slots}
+    quotas = {arm: total * n / n_slots for arm, n in slots.items()}
+    out = {arm: int(math.floor(q)) for arm, q in quotas.items()}
+    by_remainder = sorted(slots, key=lambda arm: -(quotas[arm] - out[arm]))  # stable: ties keep the arms' order
+    for arm in by_remainder[: total - sum(out.values())]:
+        out[arm] += 1
+    return out
+
+
 class _Ladder:
     """The climb of one iteration's candidates: who is still climbing, who survived, and what each believes."""
 
     def __init__(self, state: CampaignState, ctx: CampaignContext):
         self.ctx, self.iteration = ctx, state["iteration"]
         self.arm = {p.candidate_id: p.arm for p in iteration_payloads(ctx, Proposed.type, self.iteration)}
-        self.main = ctx.spec.planner.main
         self.slots: dict[str, int] = state.get("slots", {})
-        self.n_main_slots = self.slots.get(self.main, 0)
+        self.arms = list(ctx.arms)
         self.climbing = list(state.get("valid", []))
         self.survivors = list(self.climbing)
         self.calibrations = rung_calibrations(ctx)
@@ -53,8 +79,14 @@ class _Ladder:
         self.proxies: dict[str, float] = {}
         self.items: list = []
         self.previous = "proposal"
-        self._ranking = "planner order"
-        self.allowance_s = self._compute_allowance_s()
+        self.ran: dict[str, set[str]] = {}
+        """Who ran each rung in this iteration's climb."""
+        self.spent_s = 0.0
+        """Compute charged in this iteration so far, seconds."""
+        total = self._compute_allowance_s()
+        n_slots = sum(self.slots.get(arm, 0) for arm in self.arms)
+        self.allowance_s: dict[str, float | None] = {
+            arm: None if total is None else total * self.slots.get(arm, 0) / max(n_slots, 1) for arm in self.arms}
 
     def _compute_allowance_s(self) -> float | None:
         """Compute this iteration may spend: the remaining compute budget paced over the remaining lab budget."""
@@ -72,74 +104,87 @@ class _Ladder:
         sds = [b.sd for b in self.beliefs.values()] if self.beliefs else [1.0]
         return self.calibrations[rung.name].noise_sd(prior_sd=float(np.median(sds)))
 
+    def _group(self, arm: str, candidate_ids: list[str]) -> list[str]:
+        return [c for c in candidate_ids if self.arm.get(c) == arm]
+
     def choose(self, rung: Rung) -> list[str]:
-        """Who runs this rung; records skip, hold and promote decisions."""
+        """Who runs this rung; records skip, hold and promote decisions, by the same rules for every arm."""
         spec = self.ctx.spec.screening
         calibration = self.calibrations.get(rung.name)
-        mine = [c for c in self.climbing if self.arm[c] == self.main]
-        others = [c for c in self.climbing if self.arm[c] != self.main]
         if calibration is not None:
             informative = calibration.is_informative(min_pairs=spec.min_pairs, min_informativeness=spec.min_informativeness)
             if informative is False:
-                for cid in mine:
+                for cid in self.climbing:
                     self.items.append(_promoted(
                         self.iteration, cid, self.previous, rung.name, "skip",
                         f"{rung.name} is uninformative about the lab: |ρ|={abs(calibration.spearman):.2f} on "
                         f"{calibration.n_pairs} pairs < {spec.min_informativeness}", numbers=calibration.as_numbers()))
-                return others
-            if self.beliefs is not None and mine:
-                return self._by_value_per_cost(rung, mine) + others
-        return self._in_order(rung, mine, calibration is not None) + others
+                return []
+        capacity = (None if rung.spec.capacity is None
+                    else apportion(rung.spec.capacity, {arm: self.slots.get(arm, 0) for arm in self.arms}))
+        chosen: list[str] = []
+        for arm in self.arms:
+            group = self._group(arm, self.climbing)
+            if not group:
+                continue
+            if calibration is not None and self.beliefs is not None:
+                chosen += self._by_value_per_cost(rung, arm, group, None if capacity is None else capacity[arm])
+            else:
+                chosen += self._in_order(rung, arm, group, calibration is not None)
+        return chosen
 
-    def _in_order(self, rung: Rung, mine: list[str], is_proxy: bool) -> list[str]:
-        """Without a basis for value of information, the main arm climbs in planner order, within the allowance."""
+    def _in_order(self, rung: Rung, arm: str, group: list[str], is_proxy: bool) -> list[str]:
+        """Without a basis for value of information, an arm's candidates climb in planner order, within its allowance."""
         reason = "no lab data yet: climbs so the rung can be calibrated" if is_proxy else "filter rung"
         chosen = []
-        for cid in mine:
+        for cid in group:
             cost = float(rung.simulator.cost_model(self.ctx.pool.get(cid)))
-            if self.allowance_s is not None and cost > self.allowance_s:
+            allowance = self.allowance_s[arm]
+            if allowance is not None and cost > allowance:
                 self.items.append(_promoted(self.iteration, cid, self.previous, rung.name, "hold",
-                                            f"compute allowance spent ({self.allowance_s:.3g} s left, needs {cost:.3g} s)",
-                                            numbers={"cost_s": cost, "allowance_s": self.allowance_s}))
+                                            f"the {arm} arm's compute allowance is spent ({allowance:.3g} s left, "
+                                            f"needs {cost:.3g} s)", numbers={"cost_s": cost, "allowance_s": allowance}))
                 continue
-            if self.allowance_s is not None:
-                self.allowance_s -= cost
+            if allowance is not None:
+                self.allowance_s[arm] = allowance - cost
             chosen.append(cid)
             if self.previous != "proposal":  # validate recorded the first step onto the ladder
                 self.items.append(_promoted(self.iteration, cid, self.previous, rung.name, "promote", reason))
-        held = set(mine) - set(chosen)
+        held = set(group) - set(chosen)
         self.climbing = [c for c in self.climbing if c not in held]
         return chosen
 
-    def _by_value_per_cost(self, rung: Rung, mine: list[str]) -> list[str]:
+    def _by_value_per_cost(self, rung: Rung, arm: str, group: list[str], capacity: int | None) -> list[str]:
         calibration = self.calibrations[rung.name]
-        beliefs = {cid: self.beliefs[cid] for cid in mine}
-        threshold = decision_threshold([b.mean for b in beliefs.values()], self.n_main_slots)
+        beliefs = {cid: self.beliefs[cid] for cid in group}
+        threshold = decision_threshold([b.mean for b in beliefs.values()], self.slots.get(arm, 0))
         noise = self._noise_sd(rung)
-        costs = {cid: float(rung.simulator.cost_model(self.ctx.pool.get(cid))) for cid in mine}
+        costs = {cid: float(rung.simulator.cost_model(self.ctx.pool.get(cid))) for cid in group}
         chosen = []
-        ranked = promote_by_value_per_cost(beliefs, costs, noise, threshold, capacity=rung.spec.capacity,
-                                           min_voi=1e-6 * max(noise, 1e-12), budget_s=self.allowance_s)
-        if self.allowance_s is not None:
-            self.allowance_s -= sum(costs[cid] for cid, _, _, is_in in ranked if is_in)
+        ranked = promote_by_value_per_cost(beliefs, costs, noise, threshold, capacity=capacity,
+                                           min_voi=1e-6 * max(noise, 1e-12), budget_s=self.allowance_s[arm])
+        if self.allowance_s[arm] is not None:
+            self.allowance_s[arm] -= sum(costs[cid] for cid, _, _, is_in in ranked if is_in)
         for rank, (cid, voi, per_s, is_in) in enumerate(ranked):
             numbers = {"voi": voi, "voi_per_s": per_s, "cost_s": costs[cid], "threshold": _finite(threshold),
-                       "allowance_s": self.allowance_s,
+                       "allowance_s": self.allowance_s[arm],
                        "mean": beliefs[cid].mean, "sd": beliefs[cid].sd, "noise_sd": noise, "rank": float(rank + 1),
                        **calibration.as_numbers()}
             why = (f"value of information {voi:.3g} per {costs[cid]:.3g} s = {per_s:.3g}/s, rank {rank + 1} of "
-                   f"{len(ranked)}")
+                   f"{len(ranked)} in the {arm} arm")
             self.items.append(_promoted(self.iteration, cid, self.previous, rung.name, "promote" if is_in else "hold",
                                         why, score=per_s, numbers=numbers))
             if is_in:
                 chosen.append(cid)
-        held = set(mine) - set(chosen)
+        held = set(group) - set(chosen)
         self.climbing = [c for c in self.climbing if c not in held]
-        return [c for c in mine if c in chosen]
+        return [c for c in group if c in chosen]
 
     def run(self, rung: Rung, to_run: list[str]) -> None:
         observations = run_rung(self.ctx, rung, [self.ctx.pool.get(cid) for cid in to_run])
         objective = self.ctx.spec.objective
+        self.ran.setdefault(rung.name, set()).update(to_run)
+        self.spent_s += sum(o.cost_s or 0.0 for o in observations)
         for cid, observation in zip(to_run, observations, strict=True):
             self.items.append((Simulated(iteration=self.iteration, candidate_id=cid, rung=rung.name,
                                          observation=observation.model_dump(mode="json")),
@@ -159,28 +204,85 @@ class _Ladder:
         self.previous = rung.name
 
     def promote_to_lab(self) -> list[str]:
+        """Each arm's survivors, ranked by the same rule, fill that arm's lab slots."""
         top = self.previous
         promoted = []
-        for arm in self.ctx.arms:
-            mine = [c for c in self.survivors if self.arm[c] == arm]
-            if arm == self.main:
-                mine, scores = self._rank_main(mine)
-            else:
-                scores = {}
+        for arm in self.arms:
+            mine, scores, ranking = self._rank(self._group(arm, self.survivors))
             n_slots = self.slots.get(arm, 0)
             for rank, cid in enumerate(mine):
                 is_in = rank < n_slots
                 score = scores.get(cid)
                 reason = f"rank {rank + 1} of {len(mine)} in the {arm} arm for {n_slots} lab slot(s)"
                 if score is not None:
-                    reason += f" by {self._ranking} {score:.4g}"
+                    reason += f" by {ranking} {score:.4g}"
                 self.items.append(_promoted(self.iteration, cid, top, "lab", "promote" if is_in else "hold", reason,
                                             score=score))
                 if is_in:
                     promoted.append(cid)
         return promoted
 
-    def _rank_main(self, mine: list[str]) -> tuple[list[str], dict[str, float]]:
+    def probe(self, promoted: list[str]) -> None:
+        """Calibration probes: run a proxy rung that is not (yet) informative on candidates going to the lab that it
+        has not measured, so their lab results pair with it. The ranking is done by then, so a probe changes no
+        decision of this iteration, and every arm's lab candidates are probed alike (taken in turn across arms).
+
+        - A rung with fewer than ``min_pairs`` pairs (counting jobs in the lab and this batch) is probed on as many
+          as it still needs, while the compute budget lasts: until it is calibrated it can inform nothing.
+        - A rung judged uninformative (skipped in the climb) is probed within each arm's remaining allowance, so
+          its verdict stays current and can change.
+        """
+        spec, budget = self.ctx.spec.screening, self.ctx.spec.budget
+        known = rung_digest(self.ctx).values
+        remaining_s = (None if budget.compute_seconds is None
+                       else budget.compute_seconds - rung_digest(self.ctx).compute_s_before(self.iteration) - self.spent_s)
+        pending = lab_history(self.ctx).pending
+        by_arm = [self._group(arm, promoted) for arm in self.arms]
+        in_turn = [cid for row in itertools.zip_longest(*by_arm) for cid in row if cid is not None]
+        # A re-run of this node (after a crash) finds this iteration's probes in the ledger already; it must decide as
+        # the first run did, so a value first measured by a probe of this iteration does not count as known.
+        probed_now: dict[str, set[str]] = {}
+        for payload in iteration_payloads(self.ctx, Simulated.type, self.iteration):
+            if payload.candidate_id not in self.ran.get(payload.rung, set()):
+                probed_now.setdefault(payload.rung, set()).add(payload.candidate_id)
+        for rung in self.ctx.rungs:
+            calibration = self.calibrations.get(rung.name)
+            if calibration is None or rung.name not in known:
+                continue
+            verdict = calibration.is_informative(min_pairs=spec.min_pairs, min_informativeness=spec.min_informativeness)
+            if verdict is True:
+                continue
+            measured = (set(known[rung.name]) - probed_now.get(rung.name, set())) | self.ran.get(rung.name, set())
+            lacking = [cid for cid in in_turn if cid not in measured]
+            n_wanted = len(lacking)
+            if verdict is None:
+                n_coming = sum(cid in measured for cid in (*pending, *promoted))
+                n_wanted = max(spec.min_pairs - calibration.n_pairs - n_coming, 0)
+            to_run = []
+            for cid in lacking[:n_wanted] if verdict is None else lacking:
+                cost = float(rung.simulator.cost_model(self.ctx.pool.get(cid)))
+                if verdict is None:
+                    if remaining_s is not None:
+                        if cost > remaining_s:
+                            continue
+                        remaining_s -= cost
+                else:
+                    arm = self.arm[cid]
+                    allowance = self.allowance_s[arm]
+                    if allowance is not None:
+                        if cost > allowance:
+                            continue
+                        self.allowance_s[arm] = allowance - cost
+                to_run.append(cid)
+            observations = run_rung(self.ctx, rung, [self.ctx.pool.get(cid) for cid in to_run])
+            for cid, observation in zip(to_run, observations, strict=True):
+                self.items.append((Simulated(iteration=self.iteration, candidate_id=cid, rung=rung.name,
+                                             observation=observation.model_dump(mode="json")),
+                                   f"it{self.iteration}:simulated:{rung.name}:{cid}"))
+                self.spent_s += observation.cost_s or 0.0
+
+    def _rank(self, mine: list[str]) -> tuple[list[str], dict[str, float], str]:
+        """An arm's survivors, best first, their scores and the name of the ranking."""
         history = lab_history(self.ctx)
         if self.beliefs is not None and history.results:
             from ..planners.acquisition import log_expected_improvement
@@ -189,14 +291,14 @@ class _Ladder:
             mean = np.asarray([self.beliefs[c].mean for c in mine])
             sd = np.asarray([self.beliefs[c].sd for c in mine])
             scores = dict(zip(mine, log_expected_improvement(mean, sd, best).tolist(), strict=True)) if mine else {}
-            self._ranking = "log expected improvement on the fused belief"
+            ranking = "log expected improvement on the fused belief"
         elif self.proxies:
             scores = {c: self.ctx.spec.objective.utility(self.proxies[c]) for c in mine if c in self.proxies}
-            self._ranking = "proxy utility"
+            ranking = "proxy utility"
         else:
-            return mine, {}
+            return mine, {}, "planner order"
         # stable sort: ties (and candidates without a score) keep the planner's own order
-        return sorted(mine, key=lambda c: -scores.get(c, -math.inf)), scores
+        return sorted(mine, key=lambda c: -scores.get(c, -math.inf)), scores, ranking
 
 
 def _finite(value: float) -> float | None:
@@ -211,5 +313,6 @@ def screen(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         to_run = ladder.choose(rung)
         ladder.run(rung, to_run)
     promoted = ladder.promote_to_lab()
+    ladder.probe(promoted)
     ctx.ledger.append_many(ctx.campaign_id, ladder.items, actor="screen")
     return {"promoted": promoted}

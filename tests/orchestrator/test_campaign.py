@@ -88,6 +88,29 @@ def test_main_arm_proposals_are_ranked_by_the_proxy_rung(finished):
     assert first and later, "ranked by the proxy before lab data, by EI on the fused belief after"
 
 
+def test_the_control_gets_the_same_proposals_per_slot_and_the_same_screen(finished):
+    spec, _, events, _, _ = finished
+    from collections import Counter
+
+    lost = Counter((e.payload["iteration"], arm) for e in events if e.type == "ConflictSettled"
+                   for arm in e.payload["arms"] if arm != e.payload["winner"])
+    offered = {e.payload["iteration"]: e.payload["slots"] for e in events if e.type == "SlotsOffered"}
+    assert any("random" in slots for slots in offered.values())
+    for iteration, slots in offered.items():
+        for arm, n_slots in slots.items():
+            n_proposed = sum(e.type == "Proposed" and e.payload["iteration"] == iteration and e.payload["arm"] == arm
+                             for e in events)
+            assert n_proposed == spec.planner.proposals_per_slot * n_slots - lost[(iteration, arm)], (iteration, arm)
+    arm_of = {(e.payload["iteration"], e.payload["candidate_id"]): e.payload["arm"] for e in events if e.type == "Proposed"}
+    to_lab = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "lab"
+              and e.payload["decision"] != "skip"]
+    for arm in ("bo", "random"):
+        mine = [p for p in to_lab if arm_of[(p["iteration"], p["candidate_id"])] == arm]
+        assert {p["decision"] for p in mine} == {"promote", "hold"}, arm
+        assert any("proxy utility" in p["reason"] for p in mine), arm
+        assert any("expected improvement on the fused belief" in p["reason"] for p in mine), arm
+
+
 def test_escalation_decisions_carry_their_numbers(finished):
     _, _, events, _, _ = finished
     to_gaff = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "gaff"

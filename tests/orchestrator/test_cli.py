@@ -28,10 +28,33 @@ def ran(tmp_path_factory):
 
 def test_run_json_contract(ran):
     db, summary = ran
-    assert {"campaign_id", "db", "n_lab", "best", "status"} <= set(summary)
+    assert {"campaign_id", "db", "n_lab", "best", "status", "measured"} <= set(summary)
+    assert len(summary["measured"]) == summary["n_lab"]
     assert summary["n_lab"] <= 6 and summary["status"] == "stopped"
     assert {"candidate_id", "value"} <= set(summary["best"])
     assert str(db) in summary["db"]
+
+
+def test_run_without_a_control_reports_the_dispatch_order(tmp_path):
+    db = tmp_path / "solo.db"
+    result = invoke("run", FREESOLV_SPEC, "--db", db, "--planner", "bo", "--control-share", 0, "--seed", 3,
+                    "--lab-budget", 5, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["control_arm"] is None and set(summary["arms"]) == {"bo"}
+    events = json.loads(invoke("show", summary["campaign_id"], "--db", db, "--json").stdout)
+    assert {e["payload"]["arm"] for e in events if e["type"] in ("Proposed", "Dispatched")} == {"bo"}
+    dispatched = [e["payload"]["candidate_id"] for e in events if e["type"] == "Dispatched"]
+    assert summary["measured"] == dispatched and len(dispatched) == summary["n_lab"] == 5
+    started = next(e for e in events if e["type"] == "CampaignStarted")["payload"]["spec"]["planner"]
+    assert (started["control"], started["control_share"]) == (None, 0.0)
+
+
+def test_control_share_is_checked_and_not_accepted_on_resume(tmp_path):
+    result = invoke("run", FREESOLV_SPEC, "--db", tmp_path / "x.db", "--control-share", 1.5, "--json")
+    assert result.exit_code == 2 and "control_share" in result.output
+    result = invoke("run", "--resume", "anything", "--db", tmp_path / "x.db", "--control-share", 0)
+    assert result.exit_code == 2 and "--control-share" in result.output
 
 
 def test_show_json_lists_events_with_seq_and_type(ran):
