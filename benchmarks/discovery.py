@@ -113,19 +113,22 @@ def merge(old: dict | None, new: dict, commit: str = "unknown") -> dict:
         return {**new, "code_commit": commit}
     sources = {**old.get("arm_sources", {}),
                **{arm: {"code_commit": commit, "date": new.get("date")} for arm in new["config"]["arms"]}}
-    from orchestrator.bench import BenchConfig, load_problem, summarise_runs
-    from orchestrator.bench.arms import RunRecord
+    import tempfile
+
+    from orchestrator.bench import BenchConfig, RunRecord, load_problem, summarise_runs
 
     rerun = set(new["config"]["arms"])
     runs = [r for r in old["runs"] if r["arm"] not in rerun] + new["runs"]
     arms = [a for a in old["config"]["arms"] if a not in rerun] + list(new["config"]["arms"])
     config = BenchConfig.model_validate({**new["config"], "arms": arms})
-    problem = load_problem(config)
-    records = [RunRecord(arm=r["arm"], seed=r["seed"], order=r["order"], wall_s=r["wall_s"],
-                         rung_cost_s=r["rung_cost_s"], notes=r["notes"],
-                         n_rung_evaluations=r.get("n_rung_evaluations", len(problem) if r["rung_cost_s"] else 0))
-               for r in runs]
-    report = summarise_runs(problem, records)
+    with tempfile.TemporaryDirectory() as workdir:
+        problem = load_problem(config, Path(workdir))
+        records = [RunRecord(arm=r["arm"], seed=r["seed"], order=r["order"], wall_s=r["wall_s"],
+                             measured=r.get("measured") or [problem.pool.ids[i] for i in r["order"]],
+                             rung_cost_s=r["rung_cost_s"], notes=r["notes"],
+                             n_rung_evaluations=r.get("n_rung_evaluations", len(problem) if r["rung_cost_s"] else 0))
+                   for r in runs]
+        report = summarise_runs(problem, records)
     report["wall_s_total"] = old.get("wall_s_total", 0.0) + new.get("wall_s_total", 0.0)
     for key in ("date", "machine", "code_commit"):
         if key in old:

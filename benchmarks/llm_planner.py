@@ -25,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrator.bench.arms import _context
 from orchestrator.bench.config import BenchConfig
 from orchestrator.bench.problem import load_problem
-from orchestrator.planners import BOPlanner, fit_surrogate_state
+from orchestrator.planners import BOPlanner, PlanningContext, fit_surrogate_state
 from orchestrator.planners.llm import InMemoryLLMRecorder, LLMPlanner
 from orchestrator.planners.llm_prompt import ProposalBatch
 
@@ -41,7 +40,9 @@ def bench_problem(dataset: str):
     """The discovery cell's problem, from the configuration stored with its results."""
     config = json.loads((ROOT / "benchmarks" / "results" / f"discovery_{dataset}.json").read_text())["config"]
     config.update(arms=["llm"], seeds=1, workers=1)
-    return load_problem(BenchConfig(**config))
+    import tempfile
+
+    return load_problem(BenchConfig(**config), Path(tempfile.mkdtemp(prefix="closedloop-llm-bench-")))
 
 
 def planning_context(problem, *, n_observed: int, seed: int):
@@ -50,9 +51,15 @@ def planning_context(problem, *, n_observed: int, seed: int):
     observed = [int(i) for i in rng.choice(len(problem), size=n_observed, replace=False)]
     state = None
     if n_observed >= 2:
-        state = fit_surrogate_state(problem.pool.features[observed], problem.utilities[observed], kernel=problem.kernel,
+        state = fit_surrogate_state(problem.pool.features[observed], problem.utilities[observed], kernel=problem.spec.planner.kernel,
                                     seed=seed)
-    return _context(problem, seed, n_observed // 5, observed, state)
+    is_tested = np.zeros(len(problem), dtype=bool)
+    is_tested[observed] = True
+    spec = problem.spec.with_overrides(seed=seed)
+    return PlanningContext(spec=spec, pool=problem.pool, iteration=n_observed // 5,
+                           available=np.flatnonzero(~is_tested), observed=np.asarray(observed, dtype=int),
+                           utilities=problem.utilities[observed], values=problem.values[observed],
+                           pending=np.zeros(0, dtype=int), surrogate_state=state, seed=seed)
 
 
 def _valid_json(call: dict) -> bool:

@@ -1,4 +1,4 @@
-"""``closedloop bench``: a discovery-efficiency benchmark over any CSV pool, without writing a spec."""
+"""``closedloop bench``: discovery efficiency of campaign arms, on a campaign spec as it stands or on any CSV pool."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rich.table import Table
 __all__ = ["bench"]
 
 _console = Console(stderr=True)
-_FLAGS = {"pool": "--pool", "id_cols": "--id-cols", "objective": "--objective", "rungs": "--rung",
+_FLAGS = {"spec": "--spec", "pool": "--pool", "id_cols": "--id-cols", "objective": "--objective", "rungs": "--rung",
           "feature_cols": "--feature-cols", "lab_budget": "--lab-budget", "seeds": "--seeds", "arms": "--arms",
           "batch": "--batch", "lab_cost_s": "--lab-cost-s", "workers": "--workers", "first_seed": "--first-seed"}
 
@@ -50,31 +50,35 @@ def _config(**values):
 
 
 def bench(
-    pool: Annotated[Path, typer.Option("--pool", help="CSV file: one row per candidate (replicates are averaged)")],
-    id_cols: Annotated[str, typer.Option("--id-cols", help="COL[,COL...]: the columns that identify a candidate")],
-    objective: Annotated[str, typer.Option("--objective", help="maximize:COL | minimize:COL | target:COL:VALUE:TOL")],
-    lab_budget: Annotated[int, typer.Option("--lab-budget", help="lab experiments per run")],
-    seeds: Annotated[int, typer.Option("--seeds", help="runs per arm (seeds 0..K-1)")],
-    arms: Annotated[str, typer.Option("--arms", help="comma-separated: llm,bo,bo-sf,random,cheap-first,botorch")],
-    json_out: Annotated[Path, typer.Option("--json", help="write the report here")],
-    rung: Annotated[list[str] | None, typer.Option("--rung", help="NAME=COL[:COST_S], a cheaper fidelity; repeatable")] = None,
-    feature_cols: Annotated[str, typer.Option("--feature-cols", help="COL,... or auto (the id columns, by type)")] = "auto",
-    batch: Annotated[int, typer.Option("--batch", help="lab experiments per iteration")] = 5,
+    arms: Annotated[str, typer.Option("--arms", help="comma-separated: llm,llm-shuffled,bo,bo-sf,random,cheap-first,botorch")],
+    seeds: Annotated[int, typer.Option("--seeds", help="runs per arm (seeds FIRST..FIRST+K-1)")],
+    spec: Annotated[Path | None, typer.Option("--spec", help="a campaign TOML, benchmarked as it stands")] = None,
+    pool: Annotated[Path | None, typer.Option("--pool", help="CSV file: one row per candidate (replicates are averaged)")] = None,
+    id_cols: Annotated[str | None, typer.Option("--id-cols", help="--pool: COL[,COL...], the columns that identify a candidate")] = None,
+    objective: Annotated[str | None, typer.Option("--objective", help="--pool: maximize:COL | minimize:COL | target:COL:VALUE:TOL")] = None,
+    lab_budget: Annotated[int | None, typer.Option("--lab-budget", help="lab experiments per run (default with --spec: the spec's)")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
+    rung: Annotated[list[str] | None, typer.Option("--rung", help="--pool: NAME=COL[:COST_S], a cheaper fidelity; repeatable")] = None,
+    feature_cols: Annotated[str, typer.Option("--feature-cols", help="--pool: auto (the id columns, by what they hold)")] = "auto",
+    batch: Annotated[int, typer.Option("--batch", help="--pool: lab experiments per iteration")] = 5,
     lab_cost_s: Annotated[float, typer.Option("--lab-cost-s", help="cost of one lab experiment, seconds")] = 3600.0,
     workers: Annotated[int, typer.Option("--workers", help="processes running seeds in parallel")] = 2,
     first_seed: Annotated[int, typer.Option("--first-seed", help="first seed")] = 0,
 ) -> None:
     """Benchmark discovery efficiency: lab experiments to a top-1 % and top-5 % candidate, per arm, over seeds.
 
-    The lab is the objective column; each --rung column is a cheaper fidelity. A run that never hits counts as
-    lab-budget + 1. OUT.json holds pool_size, objective, seeds, lab_budget, per-arm medians and IQRs
-    (experiments_to_top1, experiments_to_top5, best_at_budget), total_cost_s, wall_s, and af_vs_random (random's
-    median experiments to top-5 % over the arm's).
+    Every arm runs as a real campaign (the spec's main planner, no control) through the same graph, screen, ledger
+    and simulated lab as `closedloop run`, the lab answering from the ground-truth column. With --spec the campaign
+    is benchmarked as it stands; with --pool a spec is built (each --rung column a table rung at its cost). A run
+    that never hits counts as lab-budget + 1. The JSON holds pool_size, objective, seeds, lab_budget, per-arm medians
+    and IQRs (experiments_to_top1, experiments_to_top5, best_at_budget), total_cost_s, wall_s, af_vs_random, and
+    per_seed (seeds, and measured: the candidate ids of each run in dispatch order).
     """
     from .bench import run_bench
     from .domain import ClosedLoopError
 
-    config = _config(pool=str(pool), id_cols=_split(id_cols), objective=objective, rungs=rung or [],
+    config = _config(spec=None if spec is None else str(spec), pool=None if pool is None else str(pool),
+                     id_cols=_split(id_cols or ""), objective=objective, rungs=rung or [],
                      feature_cols="auto" if feature_cols.strip() == "auto" else _split(feature_cols),
                      lab_budget=lab_budget, seeds=seeds, arms=_split(arms), batch=batch, lab_cost_s=lab_cost_s,
                      workers=workers, first_seed=first_seed)
@@ -82,10 +86,11 @@ def bench(
         report = run_bench(config)
     except ClosedLoopError as exc:
         _fail(str(exc))
-    json_out.parent.mkdir(parents=True, exist_ok=True)
-    json_out.write_text(json.dumps(report, indent=2) + "\n")
     _print_table(report)
-    _console.print(f"report written to {json_out}", highlight=False)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2) + "\n")
+        _console.print(f"report written to {json_out}", highlight=False)
 
 
 def _print_table(report: dict) -> None:

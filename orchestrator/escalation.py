@@ -2,9 +2,10 @@
 
 The model is a Gaussian multi-fidelity fusion over the rungs. Each candidate starts with a belief about its lab
 utility, ``N(mean, sd²)``, from the lab surrogate (or from the lab results so far). A rung with a proxy property is
-calibrated against the lab on the pairs seen so far: ``lab utility ≈ intercept + slope · proxy utility``, with a
-residual sd. Running that rung is then a noisy measurement of the lab utility, and fusing it is a precision-weighted
-update (the linear co-kriging of Kennedy & O'Hagan, with one scalar per rung).
+calibrated against the lab on the pairs seen so far, value on value (``beliefs.rung_calibrations``): ``lab value ≈
+intercept + slope · proxy value``, with a residual sd. Running that rung is then a noisy measurement of the lab
+utility (the utility of the calibrated value), and fusing it is a precision-weighted update (the linear co-kriging
+of Kennedy & O'Hagan, with one scalar per rung).
 
 Promotion weighs the expected value of that information against the rung's cost. The decision the information can
 change is whether the candidate is among the ones sent to the lab: if its mean sits far above or below the cut-off
@@ -13,8 +14,8 @@ posterior mean before the rung runs),
 
     voi = E[max(mean', threshold)] - max(mean, threshold) = s · (φ(z) - |z| · Φ(-|z|)),  z = (mean - threshold) / s
 
-in utility units, and the promotion score is ``voi / cost_s``. A rung whose rank correlation with the lab is below
-``min_informativeness`` on at least ``min_pairs`` pairs is skipped (by every arm: the screen treats the main arm and
+in utility units, and the promotion score is ``voi / cost_s``. A rung whose pairs rule out a rank correlation of
+``min_informativeness`` with the lab (``RungCalibration.is_informative``) is skipped (by every arm: the screen treats the main arm and
 the control alike).
 
 Example:
@@ -43,11 +44,15 @@ __all__ = [
     "decision_threshold",
     "expected_value_of_information",
     "promote_by_value_per_cost",
+    "shrunk_calibration",
 ]
 
 #: Before a rung has met the lab, assume it is this well rank-correlated with the lab (an optimistic prior, so
 #: every rung gets tried and measured).
 PRIOR_INFORMATIVENESS = 0.5
+
+#: A rung's rank correlation with the lab counts only when chance would give it less often than this (the usual 5 %).
+INFORMATIVE_P = 0.05
 
 
 @dataclass(frozen=True)
@@ -78,12 +83,30 @@ class RungCalibration:
     intercept: float
     slope: float
     residual_sd: float | None
+    p_value: float | None = None
+    """One-sided p-value of a positive rank correlation against none (None when it cannot be computed)."""
 
     def is_informative(self, *, min_pairs: int = 5, min_informativeness: float = 0.3) -> bool | None:
-        """True or False once ``min_pairs`` pairs are in; None (not yet known) before."""
+        """True, False, or None while the pairs cannot tell (always None before ``min_pairs`` pairs).
+
+        - True: a positive rank correlation of at least ``min_informativeness`` that chance would rarely give
+          (one-sided p < ``INFORMATIVE_P``). A proxy is declared as an estimate of the lab's property, so only
+          agreement counts: on a dozen pairs |ρ| ≥ 0.3 happens by chance one time in three, and pairs the screen
+          selected on the rung carry a negative correlation by construction (selecting on belief + rung makes the
+          two compete among the selected: Berkson's bias).
+        - False: the pairs rule ρ ≥ ``min_informativeness`` out (the upper one-sided 95 % bound of ρ, by Fisher's z
+          with the Spearman standard error 1.06/√(n−3), is below it).
+        - None otherwise: a rung is not called noise on five pairs that merely fail to prove it (GAFF at ρ 0.5 on
+          5 pairs); until then it keeps escalation's optimistic prior.
+        """
         if self.n_pairs < min_pairs or self.spearman is None:
             return None
-        return abs(self.spearman) >= min_informativeness
+        is_significant = self.p_value is None or self.p_value < INFORMATIVE_P
+        if self.spearman >= min_informativeness and is_significant:
+            return True
+        rho = min(max(self.spearman, -0.999999), 0.999999)
+        upper = math.atanh(rho) + 1.6449 * 1.06 / math.sqrt(max(self.n_pairs - 3, 1))
+        return False if upper < math.atanh(min_informativeness) else None
 
     def predict(self, proxy_utility: float) -> float:
         """The lab utility this rung's proxy predicts."""
@@ -102,25 +125,63 @@ class RungCalibration:
 
     def as_numbers(self) -> dict[str, float | None]:
         return {"n_pairs": float(self.n_pairs), "spearman": self.spearman, "intercept": self.intercept,
-                "slope": self.slope, "residual_sd": self.residual_sd}
+                "slope": self.slope, "residual_sd": self.residual_sd, "p_value": self.p_value}
 
 
-def calibrate_rung(rung: str, pairs: Sequence[tuple[float, float]]) -> RungCalibration:
-    """Fit ``lab ≈ intercept + slope · proxy`` and the rank correlation on (proxy utility, lab utility) pairs.
+def shrunk_calibration(proxy: Sequence[float], lab: Sequence[float], spread: float,
+                       centre: float = 0.0) -> tuple[float, float]:
+    """(intercept, slope) of ``lab ≈ intercept + slope · proxy``, shrunk towards the identity.
 
-    With fewer than 3 pairs the map is the identity and the correlation unknown.
+    A proxy rung reports the lab's property in its unit, so the identity is the prior, with the weight of one pair
+    (Kass & Wasserman's unit-information prior): in the rung's centred coordinates, ``lab ≈ a + m · (proxy −
+    centre)`` with prior mean (centre, 1) and prior precision diag(1, spread²), in units of the residual variance
+    (a conjugate normal-inverse-gamma model, so the posterior mean needs no noise estimate). ``spread`` and
+    ``centre`` are the rung's sd and mean over the candidates it has seen. No pair gives the identity; a few pairs
+    cannot swing the line as least squares does; many give nearly least squares.
+
+    Example:
+        >>> shrunk_calibration([], [], 1.0)
+        (0.0, 1.0)
+        >>> b, m = shrunk_calibration([0.0, 2.0], [1.0, 3.0], 1.0, centre=1.0)
+        >>> round(b, 3), round(m, 3)
+        (0.667, 1.0)
+    """
+    spread = spread if spread > 0 and math.isfinite(spread) else 1.0
+    x = np.asarray(proxy, dtype=float) - centre
+    X = np.column_stack([np.ones(len(x)), x])
+    prior_precision = np.diag([1.0, spread**2])
+    rhs = prior_precision @ np.array([centre, 1.0]) + X.T @ np.asarray(lab, dtype=float)
+    a, m = np.linalg.solve(prior_precision + X.T @ X, rhs)
+    return float(a - m * centre), float(m)
+
+
+def calibrate_rung(rung: str, pairs: Sequence[tuple[float, float]], *, spread: float | None = None,
+                   centre: float = 0.0) -> RungCalibration:
+    """Fit ``lab ≈ intercept + slope · proxy`` and the rank correlation on (proxy, lab) pairs.
+
+    With ``spread`` (and ``centre``: the rung's sd and mean over the candidates it has seen, in its unit) the line is
+    shrunk towards the identity (``shrunk_calibration``); without, it is least squares. With fewer than 3 pairs the correlation is
+    unknown, and the map is the identity (or the shrunk line).
     """
     if len(pairs) < 3:
-        return RungCalibration(rung, len(pairs), None, 0.0, 1.0, None)
+        if spread is None or not pairs:
+            return RungCalibration(rung, len(pairs), None, 0.0, 1.0, None)
+        x, y = np.asarray(pairs, dtype=float).T
+        return RungCalibration(rung, len(pairs), None, *shrunk_calibration(x, y, spread, centre), None)
     x, y = np.asarray(pairs, dtype=float).T
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return RungCalibration(rung, len(pairs), 0.0, float(np.mean(y)), 0.0, float(np.std(y)) or None)
-    rho = float(spearmanr(x, y).statistic)
-    slope, intercept = np.polyfit(x, y, 1)
+    test = spearmanr(x, y, alternative="greater")
+    rho, p_value = float(test.statistic), float(test.pvalue)
+    if spread is None:
+        slope, intercept = np.polyfit(x, y, 1)
+    else:
+        intercept, slope = shrunk_calibration(x, y, spread, centre)
     residuals = y - (intercept + slope * x)
     dof = max(len(pairs) - 2, 1)
     return RungCalibration(rung, len(pairs), rho, float(intercept), float(slope),
-                           float(math.sqrt(float(residuals @ residuals) / dof)))
+                           float(math.sqrt(float(residuals @ residuals) / dof)),
+                           p_value if math.isfinite(p_value) else None)
 
 
 def expected_value_of_information(belief: Belief, noise_sd: float, threshold: float) -> float:

@@ -38,6 +38,7 @@ __all__ = [
     "Rejected",
     "RewardFinalised",
     "RungAssessed",
+    "RungSurveyed",
     "HumanVerdict",
     "RewardEstimated",
     "RungValidated",
@@ -137,10 +138,10 @@ class RungAssessed(EventPayload):
     iteration: int
     rung: str
     n_pairs: int
-    spearman: float | None = Field(description="rank correlation of proxy utility with lab utility")
+    spearman: float | None = Field(description="rank correlation of the proxy value with the lab value")
     intercept: float
     slope: float
-    residual_sd: float | None = Field(description="sd of lab utility around the calibrated proxy, utility units")
+    residual_sd: float | None = Field(description="sd of the lab value around the calibrated proxy, objective unit")
     is_informative: bool | None = Field(description="None until enough pairs are in")
 
 
@@ -311,6 +312,24 @@ class SurrogateUpdated(EventPayload):
     n_train: int
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     incumbent: float | None = Field(default=None, description="best utility seen so far")
+
+
+class RungSurveyed(EventPayload):
+    """A proxy rung read over the whole design space, so planners can use it for every candidate.
+
+    A table rung's values are the pool's own column and are not repeated here (``values`` is empty); a computed
+    rung's values are recorded by candidate id (None where the calculation failed), so replay and resume never
+    recompute them.
+    """
+
+    type: ClassVar[str] = "RungSurveyed"
+    iteration: int
+    rung: str
+    proxy: str = Field(description="the property read, in its own unit")
+    n_candidates: int
+    n_failed: int = 0
+    cost_s: float = Field(description="compute charged for the survey (the rung's cost model summed), seconds")
+    values: dict[str, float | None] = Field(default_factory=dict)
 
 
 class PoolExtended(EventPayload):

@@ -18,7 +18,7 @@ def _after_decide(state: CampaignState) -> str:
 
 
 def build_graph(ctx: CampaignContext, checkpointer):
-    """Compile plan → validate → screen → approve → dispatch → observe → recover → reward → learn → decide, and
+    """Compile survey → plan → validate → screen → approve → dispatch → observe → recover → reward → learn → decide, and
     from decide back to plan, to observe (to drain the lab), or to the end."""
     graph = StateGraph(CampaignState)
     for name, node in NODES:

@@ -172,7 +172,8 @@ def load_pool(spec: CampaignSpec) -> Pool:
     path = spec.resolve(spec.space.pool)
     if not path.is_file():
         raise SetupError(f"design-space pool {path} does not exist; fix 'space.pool' (paths are relative to the spec file)")
-    key = (str(path), path.stat().st_mtime_ns, kind, spec.space.column, tuple(spec.space.columns or ()))
+    key = (str(path), path.stat().st_mtime_ns, kind, spec.space.column, tuple(spec.space.columns or ()),
+           spec.space.features)
     if key in _CACHE:
         return _CACHE[key]
     frame = pd.read_csv(path, encoding="utf-8-sig")
@@ -187,5 +188,10 @@ def load_pool(spec: CampaignSpec) -> Pool:
         space, raw_items = None, frame[spec.space.column].tolist()
     parsed, bad = _parse_rows(kind, raw_items, space)
     pool = _build(kind, parsed, frame, space, bad)
+    if kind == "conditions" and spec.space.features == "columns":
+        from .pool_features import featurise_columns
+
+        values = pd.DataFrame([c.values for c in pool.candidates])
+        pool.features = featurise_columns(values, list(wanted))[0]  # overrides the cached property
     _CACHE[key] = pool
     return pool

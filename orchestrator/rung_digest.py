@@ -3,7 +3,8 @@
 A ladder campaign screens several proposals per lab slot on several rungs, so ``Simulated`` is the most numerous event
 of a long campaign. The loop needs two things from it: each proxy rung's first successful value per candidate (to
 calibrate the rung against the lab) and the compute seconds spent per iteration (to pace the compute budget). The
-digest keeps just those, and reads only events newer than the last one it folded.
+digest keeps just those, and reads only events newer than the last one it folded. A ``RungSurveyed`` rung counts
+its values for every candidate, and its cost is charged before the first iteration.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .context import CampaignContext
-from .events import Simulated
+from .events import RungSurveyed, Simulated
 
 __all__ = ["RungDigest", "rung_digest"]
 
@@ -26,8 +27,13 @@ class RungDigest:
         self.last_seq = 0
 
     def update(self, ctx: CampaignContext) -> RungDigest:
-        for event in ctx.ledger.read_events(ctx.campaign_id, [Simulated.type], after_seq=self.last_seq):
+        for event in ctx.ledger.read_events(ctx.campaign_id, [Simulated.type, RungSurveyed.type],
+                                            after_seq=self.last_seq):
             p = event.payload
+            if event.type == RungSurveyed.type:
+                self._fold_survey(ctx, p)
+                self.last_seq = event.seq
+                continue
             observation = p["observation"]
             self.cost_s_by_iteration[p["iteration"]] += observation.get("cost_s", 0.0)
             prop = self.proxies.get(p["rung"])
@@ -35,6 +41,19 @@ class RungDigest:
                 self.values[p["rung"]].setdefault(p["candidate_id"], observation["properties"][prop])
             self.last_seq = event.seq
         return self
+
+    def _fold_survey(self, ctx: CampaignContext, p: dict) -> None:
+        """A survey's values count as the rung's values; its cost is charged before the first iteration."""
+        self.cost_s_by_iteration[-1] += p["cost_s"]
+        if p["rung"] not in self.values:
+            return
+        if p["values"]:
+            known = {cid: v for cid, v in p["values"].items() if v is not None}
+        else:  # a table rung: the pool's column
+            rung = next(r for r in ctx.rungs if r.name == p["rung"])
+            known = ctx.pool.column(rung.spec.column)
+        for cid, value in known.items():
+            self.values[p["rung"]].setdefault(cid, value)
 
     def compute_s_before(self, iteration: int) -> float:
         """Compute seconds the ladder spent in iterations before ``iteration``."""

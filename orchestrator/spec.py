@@ -106,6 +106,11 @@ class SpaceSpec(_Spec):
     column: str | None = Field(default=None, description="the column holding SMILES or formulas")
     columns: list[str] | None = Field(default=None, description="parameter columns, for kind = conditions")
     inline: list[Any] | None = Field(default=None, description="candidates given inline instead of a pool")
+    features: Literal["parameters", "columns"] = Field(
+        default="parameters",
+        description="conditions: 'parameters' encodes each parameter (one-hot or scaled); 'columns' reads what each "
+                    "column holds (Morgan bits for SMILES, composition features for formulas, scaled numbers, "
+                    "one-hot categories)")
     generate: bool = Field(default=False, description="open space: propose new molecules or compositions")
     max_heavy_atoms: int | None = Field(default=30, gt=0, description="generator mode: largest molecule, heavy atoms")
     max_atoms: int | None = Field(default=12, gt=0, description="generator mode: largest formula unit, atoms")
@@ -152,6 +157,10 @@ class ScreeningSpec(_Spec):
     timeout_s: float | None = Field(default=600.0, gt=0, description="per-evaluation timeout, seconds")
     min_pairs: int = Field(default=5, ge=3, description="lab pairs needed before a rung can be judged")
     min_informativeness: float = Field(default=0.3, ge=0, le=1, description="|Spearman ρ| below which a rung is skipped")
+    survey_share: float = Field(
+        default=0.5, ge=0, le=1,
+        description="share of the compute budget that may go to reading proxy rungs over the whole design space "
+                    "(a rung whose pool-wide cost fits is surveyed once; the rest is paced over escalations)")
 
 
 class LabSpec(_Spec):

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from .context import lab_time_s
-from .events import CampaignStarted, Observed, Simulated
+from .events import CampaignStarted, Observed, RungSurveyed, Simulated
 from .ledger import Ledger
 from .planner_stats import planner_stats
 from .spec import validate_spec
@@ -82,6 +82,7 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     results = [(o.candidate_id, o.arm, o.value, spec.objective.utility(o.value)) for o in observed if o.status == "ok"]
     best = max(results, key=lambda r: r[3], default=None)
     compute_s = sum(e.payload["observation"].get("cost_s", 0.0) for e in ledger.events(campaign_id, types=[Simulated.type]))
+    compute_s += sum(e.payload["cost_s"] for e in ledger.events(campaign_id, types=[RungSurveyed.type]))
     clock_s = lab_time_s(ledger, campaign_id)
     return {
         "campaign_id": campaign_id,

@@ -1,4 +1,4 @@
-"""Discovery-efficiency benchmarks: every arm against the lab column of a CSV pool, seeds in parallel.
+"""Discovery-efficiency benchmarks: every arm a real campaign against a ground-truth column, seeds in parallel.
 
 ``closedloop bench`` (``orchestrator/cli_bench.py``) is the command line; ``run_bench`` is the entry point.
 
@@ -9,21 +9,25 @@ Example:
 
 from .config import ARM_NAMES, BenchConfig, BenchError, RungColumn, parse_objective, parse_rung
 from .metrics import acceleration, best_at_budget, experiments_to_hit, summarise
-from .problem import BenchProblem, load_problem, top_set
-from .runner import run_bench, summarise_runs
+from .problem import BenchProblem, load_problem, pool_spec, top_set
+from .runner import RunRecord, arm_spec, run_arm, run_bench, summarise_runs
 
 __all__ = [
     "ARM_NAMES",
     "BenchConfig",
     "BenchError",
     "BenchProblem",
+    "RunRecord",
     "RungColumn",
+    "arm_spec",
     "acceleration",
     "best_at_budget",
     "experiments_to_hit",
     "load_problem",
     "parse_objective",
     "parse_rung",
+    "pool_spec",
+    "run_arm",
     "run_bench",
     "summarise",
     "summarise_runs",

@@ -21,10 +21,11 @@ from ..domain import SetupError
 
 __all__ = ["ARM_NAMES", "BenchConfig", "BenchError", "RungColumn", "parse_objective", "parse_rung"]
 
-ARM_NAMES = ("bo", "bo-sf", "botorch", "cheap-first", "llm", "random")
-"""``bo``: closedloop's bo arm, using the ladder (calibrated rung prior) when rungs are given; ``bo-sf``: the same
-planner on lab results only; ``botorch``: BoTorch SingleTaskGP + qLogNEI; ``cheap-first``: the cheapest rung's
-ranking; ``llm``: the embedded-model arm; ``random``: the control."""
+ARM_NAMES = ("bo", "bo-sf", "botorch", "cheap-first", "llm", "llm-shuffled", "random")
+"""Campaign planners (``orchestrator.planners``), each run as the spec's main arm with no control: ``bo`` (with the
+ladder: surveyed rungs as cold start and calibrated prior mean), ``bo-sf`` (the same on lab results only),
+``botorch`` (BoTorch SingleTaskGP + qLogNEI), ``cheap-first`` (the cheapest rung's ranking), ``llm`` (the
+embedded-model arm), ``llm-shuffled`` (the same shown shuffled lab results), ``random``."""
 
 Direction = Literal["maximize", "minimize", "target"]
 
@@ -94,12 +95,14 @@ class BenchConfig(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    pool: str = Field(description="--pool: CSV file")
-    id_cols: tuple[str, ...] = Field(min_length=1, description="--id-cols: columns that identify a candidate")
-    objective: str = Field(description="--objective: maximize:COL | minimize:COL | target:COL:VALUE:TOL")
+    spec: str | None = Field(default=None, description="--spec: a campaign TOML benchmarked as it stands")
+    pool: str | None = Field(default=None, description="--pool: CSV file")
+    id_cols: tuple[str, ...] = Field(default=(), description="--id-cols: columns that identify a candidate")
+    objective: str | None = Field(default=None, description="--objective: maximize:COL | minimize:COL | target:COL:VALUE:TOL")
     rungs: tuple[RungColumn, ...] = Field(default=(), description="--rung: cheaper fidelities read from columns")
     feature_cols: tuple[str, ...] | Literal["auto"] = Field(default="auto", description="--feature-cols")
-    lab_budget: int = Field(gt=0, description="--lab-budget: lab experiments per run")
+    lab_budget: int | None = Field(default=None, gt=0, description="--lab-budget: lab experiments per run "
+                                                                   "(default with --spec: the spec's budget)")
     seeds: int = Field(gt=0, description="--seeds: independent runs per arm")
     arms: tuple[str, ...] = Field(min_length=1, description="--arms")
     batch: int = Field(default=5, gt=0, description="--batch: lab experiments per iteration")
@@ -119,12 +122,27 @@ class BenchConfig(BaseModel):
 
     @field_validator("objective")
     @classmethod
-    def _objective_parses(cls, text: str) -> str:
-        parse_objective(text)
+    def _objective_parses(cls, text: str | None) -> str | None:
+        if text is not None:
+            parse_objective(text)
         return text
 
     @model_validator(mode="after")
     def _consistent(self) -> BenchConfig:
+        if (self.spec is None) == (self.pool is None):
+            raise ValueError("give either --spec SPEC (a campaign as it stands) or --pool CSV, not both")
+        if self.spec is not None:
+            pool_flags = [flag for flag, value in (("--id-cols", self.id_cols), ("--objective", self.objective),
+                                                   ("--rung", self.rungs)) if value]
+            if pool_flags:
+                raise ValueError(f"{', '.join(pool_flags)} describe a --pool; with --spec the campaign spec says it")
+            return self
+        if not self.id_cols:
+            raise ValueError("--id-cols: name the column(s) that identify a candidate, e.g. --id-cols smiles")
+        if self.objective is None:
+            raise ValueError("--objective: give maximize:COL, minimize:COL or target:COL:VALUE:TOL")
+        if self.lab_budget is None:
+            raise ValueError("--lab-budget: give the lab experiments per run, e.g. --lab-budget 50")
         if "cheap-first" in self.arms and not self.rungs:
             raise ValueError("--arms: 'cheap-first' ranks by the cheapest rung; add --rung NAME=COL[:COST_S] or drop it")
         names = [r.name for r in self.rungs]

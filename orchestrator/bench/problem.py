@@ -1,30 +1,35 @@
-"""A benchmark problem: a CSV pool merged to one row per candidate, its features, its lab truth and its rungs.
+"""A benchmark problem: a campaign spec whose simulated lab answers from a data column, and that column's truth.
 
-Rows with the same id columns (replicates) are merged and their numeric columns averaged, as in ``orchestrator.pool``.
-Rows without a lab value are dropped. The candidates are ``Conditions`` over the id columns, so every arm (the llm
-arm included) sees and proposes them through the same ``Pool`` and ``CampaignSpec`` a campaign would use.
+Two ways to get one:
 
-The top sets are by utility (higher is better for every direction): the top ``p`` % holds the ``max(1, ceil(p·N/100))``
-best candidates plus any tied with the last of them.
+- ``--spec SPEC``: a campaign spec as it stands. Its lab's ground truth (``lab.oracle_column`` or an inline
+  ``lab.oracle``) defines the top sets.
+- ``--pool CSV``: the spec is built (``pool_spec``). Rows with the same id columns (replicates) are merged and
+  their numeric columns averaged; rows without a lab value are dropped; the merged table is written to the run's
+  work directory and the spec points at it. The candidates are ``Conditions`` over the id columns, featurised by
+  what each column holds (``[space] features = "columns"``); each ``--rung`` is a table rung priced at its cost.
+
+Either way every arm then runs as that spec's main planner, through the same graph, screen and ledger as
+``closedloop run``. The top sets are by utility (higher is better for every direction): the top ``p`` % holds the
+``max(1, ceil(p·N/100))`` best candidates plus any tied with the last of them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..domain import ConditionSpace, Conditions, Parameter, objective_utility
-from ..pool import Pool
-from ..spec import CampaignSpec
+from ..domain import objective_utility
+from ..pool import Pool, load_pool
+from ..spec import CampaignSpec, load_spec, validate_spec
 from .config import BenchConfig, BenchError
-from .features import featurise_columns
 
-__all__ = ["BenchProblem", "load_problem", "top_set"]
+__all__ = ["BenchProblem", "load_problem", "pool_spec", "top_set"]
 
 
 def top_set(utilities: np.ndarray, percent: float) -> np.ndarray:
@@ -41,35 +46,35 @@ def top_set(utilities: np.ndarray, percent: float) -> np.ndarray:
 
 @dataclass
 class BenchProblem:
-    """Everything an arm needs: the pool, the spec, the lab values and utilities, the rung values.
-
-    ``values`` are lab values in the objective column's unit, ``utilities`` their utilities; ``rung_values`` maps a
-    rung name to its column (NaN where missing). All arrays have one entry per candidate, in pool order.
-    """
+    """The spec every arm runs, its pool, and the lab's truth per pool row (``values``, objective unit)."""
 
     config: BenchConfig
-    pool: Pool
     spec: CampaignSpec
+    pool: Pool
     values: np.ndarray
-    rung_values: dict[str, np.ndarray]
-    kernel: str
     n_rows: int
     n_dropped: int = 0
-    labels: list[str] = field(default_factory=list)
 
     @cached_property
     def utilities(self) -> np.ndarray:
-        c = self.config
-        return np.asarray([objective_utility(c.direction, v, c.target) for v in self.values], dtype=float)
+        o = self.spec.objective  # a candidate without a lab value can never be a hit
+        return np.asarray([objective_utility(o.direction, v, o.target) if np.isfinite(v) else -np.inf
+                           for v in self.values], dtype=float)
+
+    @property
+    def direction(self) -> str:
+        return self.spec.objective.direction
+
+    @property
+    def target(self) -> float | None:
+        return self.spec.objective.target
+
+    @property
+    def lab_budget(self) -> int:
+        return self.config.lab_budget or self.spec.budget.lab_experiments
 
     def top(self, percent: float) -> np.ndarray:
         return top_set(self.utilities, percent)
-
-    def rung_utilities(self, name: str) -> np.ndarray:
-        """The rung's values read as if they were lab values (uncalibrated), as utilities; NaN stays NaN."""
-        c = self.config
-        values = self.rung_values[name]
-        return np.asarray([objective_utility(c.direction, v, c.target) if np.isfinite(v) else np.nan for v in values])
 
     def __len__(self) -> int:
         return len(self.values)
@@ -81,13 +86,15 @@ def _read(config: BenchConfig) -> pd.DataFrame:
         raise BenchError("--pool", f"{path} does not exist; give a CSV file")
     try:
         frame = pd.read_csv(path, encoding="utf-8-sig")
+    except pd.errors.EmptyDataError as exc:
+        raise BenchError("--pool", f"{path} is empty; give a CSV with a header row and data rows") from exc
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise BenchError("--pool", f"{path} is not a readable CSV ({exc})") from exc
     frame.columns = [str(c).strip() for c in frame.columns]
     return frame
 
 
-def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> list[str]:
+def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> None:
     known = list(frame.columns)
 
     def need(flag: str, names) -> None:
@@ -98,96 +105,108 @@ def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> list[str]:
     need("--id-cols", config.id_cols)
     need("--objective", [config.objective_column])
     need("--rung", [r.column for r in config.rungs])
-    features = list(config.id_cols) if config.feature_cols == "auto" else list(config.feature_cols)
-    need("--feature-cols", features)
     if not pd.api.types.is_numeric_dtype(frame[config.objective_column]):
         raise BenchError("--objective", f"column {config.objective_column!r} is not numeric; pick the measured value")
     for rung in config.rungs:
         if not pd.api.types.is_numeric_dtype(frame[rung.column]):
             raise BenchError("--rung", f"rung column {rung.column!r} is not numeric")
-    hidden = {config.objective_column, *(r.column for r in config.rungs)}
-    if config.feature_cols != "auto" and hidden & set(features):
-        raise BenchError("--feature-cols", f"{sorted(hidden & set(features))} are the lab or rung columns; "
-                                           "features must not contain the answer")
-    return features
+    if config.feature_cols != "auto":
+        raise BenchError("--feature-cols", "a campaign featurises its id columns by what they hold; "
+                                           "use --feature-cols auto (the default)")
 
 
-def _merge(frame: pd.DataFrame, config: BenchConfig, features: list[str]) -> pd.DataFrame:
-    """One row per distinct id: numeric columns averaged, others from the first row."""
+def _merge(frame: pd.DataFrame, config: BenchConfig) -> pd.DataFrame:
+    """One row per distinct id: numeric columns averaged (the PV-Lab protocol for replicates)."""
     frame = frame.dropna(subset=[config.objective_column, *config.id_cols])
     keys = list(config.id_cols)
     numeric = [c for c in frame.columns if c not in keys and pd.api.types.is_numeric_dtype(frame[c])]
-    others = [c for c in dict.fromkeys(features) if c not in keys and c not in numeric]
     grouped = frame.groupby(keys, sort=False, dropna=False)
     merged = grouped[numeric].mean() if numeric else grouped.size().to_frame("_n")
-    if others:
-        merged = merged.join(grouped[others].first())
     return merged.reset_index()
 
 
-def _space(frame: pd.DataFrame, id_cols: tuple[str, ...]) -> ConditionSpace:
-    parameters = []
-    for name in id_cols:
-        series = frame[name]
-        if pd.api.types.is_numeric_dtype(series):
-            parameters.append(Parameter(name=name, kind="continuous", low=float(series.min()), high=float(series.max())))
-        else:
-            parameters.append(Parameter(name=name, kind="categorical", choices=tuple(sorted(series.astype(str).unique()))))
-    return ConditionSpace(parameters=tuple(parameters))
+def _kernel(merged: pd.DataFrame, id_cols: tuple[str, ...]) -> str:
+    """Tanimoto when every feature is a bit (fingerprints and one-hot codes), Matérn-5/2 otherwise."""
+    from ..pool_features import featurise_columns
+
+    return "tanimoto" if featurise_columns(merged.head(2000), list(id_cols))[1] else "matern52"
 
 
-def _spec(config: BenchConfig, pool_path: str, kernel: str, seed: int = 0) -> CampaignSpec:
-    from ..spec import validate_spec
+def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, int]:
+    """The campaign spec of a ``--pool`` benchmark, with its merged pool written into ``workdir``.
 
+    Returns the spec, the CSV's row count and how many rows had no lab value.
+    """
+    frame = _read(config)
+    _check_columns(frame, config)
+    merged = _merge(frame, config)
+    if len(merged) < 2:
+        raise BenchError("--pool", f"only {len(merged)} candidate(s) have a lab value; a benchmark needs at least 2")
+    if config.lab_budget > len(merged):
+        raise BenchError("--lab-budget", f"{config.lab_budget} exceeds the {len(merged)} distinct candidates; lower it")
+    workdir.mkdir(parents=True, exist_ok=True)
+    merged.to_csv(workdir / "pool.csv", index=False)
     objective = {"property": config.objective_column, "direction": config.direction}
     if config.direction == "target":
         objective.update(target=config.target, tolerance=config.tolerance)
     ladder = [{"name": r.name, "simulator": "table", "column": r.column, "property": r.column, "proxy": r.column,
                "cost_s": r.cost_s} for r in config.rungs]
-    return validate_spec({
-        "campaign": {"name": f"bench-{Path(pool_path).stem}", "kind": "conditions", "seed": seed},
+    spec = validate_spec({
+        "campaign": {"name": f"bench-{Path(config.pool).stem}", "kind": "conditions", "seed": config.first_seed},
         "objective": objective,
-        "space": {"pool": pool_path, "columns": list(config.id_cols)},
+        "space": {"pool": str((workdir / "pool.csv").resolve()), "columns": list(config.id_cols),
+                  "features": "columns"},
         "ladder": ladder,
-        "lab": {"driver": "simlab", "oracle_column": config.objective_column},
+        "screening": {"executor": "serial"},
+        "lab": {"driver": "simlab", "oracle_column": config.objective_column, "noise_sd": 0.0, "wait": "all",
+                "max_pending": config.batch},
         "budget": {"lab_experiments": config.lab_budget},
         "planner": {"main": "bo", "control": None, "control_share": 0.0, "batch_size": config.batch,
-                    "n_initial": config.batch, "kernel": kernel, "proposals_per_slot": 1},
-    }, source="closedloop bench")
+                    "n_initial": config.batch, "kernel": _kernel(merged, config.id_cols), "proposals_per_slot": 1},
+    }, source="closedloop bench --pool")
+    n_dropped = len(frame) - int(frame[config.objective_column].notna().sum())
+    return spec, len(frame), n_dropped
 
 
-def load_problem(config: BenchConfig) -> BenchProblem:
-    """Read, merge and featurise the pool; raise ``BenchError`` naming the flag for any bad input.
+def _truth(spec: CampaignSpec, pool: Pool) -> np.ndarray:
+    """The simulated lab's ground truth per pool row (objective unit)."""
+    if spec.lab.oracle_column:
+        column = pool.columns.get(spec.lab.oracle_column)
+        if column is None:
+            raise BenchError("--spec", f"lab.oracle_column {spec.lab.oracle_column!r} is not a numeric pool column")
+        return np.asarray(column, dtype=float)
+    if "_oracle" in pool.columns:
+        return np.asarray(pool.columns["_oracle"], dtype=float)
+    raise BenchError("--spec", "the bench scores arms against the lab's ground truth; give the spec a "
+                               "lab.oracle_column (or an inline lab.oracle)")
+
+
+def load_problem(config: BenchConfig, workdir: Path) -> BenchProblem:
+    """The benchmark's spec, pool and truth; raise ``BenchError`` naming the flag for any bad input.
 
     Example:
         >>> import pandas as pd, tempfile, os
+        >>> from pathlib import Path
         >>> path = os.path.join(tempfile.mkdtemp(), "pool.csv")
         >>> pd.DataFrame({"x": [0.0, 0.5, 0.5, 1.0], "y": [1.0, 2.0, 4.0, 0.0]}).to_csv(path, index=False)
         >>> problem = load_problem(BenchConfig(pool=path, id_cols=("x",), objective="maximize:y", lab_budget=2,
-        ...                                    seeds=1, arms=("random",), batch=1))
-        >>> len(problem), problem.values.tolist()
-        (3, [1.0, 3.0, 0.0])
+        ...                                    seeds=1, arms=("random",), batch=1), Path(tempfile.mkdtemp()))
+        >>> len(problem), sorted(problem.values.tolist())
+        (3, [0.0, 1.0, 3.0])
     """
-    frame = _read(config)
-    features = _check_columns(frame, config)
-    n_rows = len(frame)
-    merged = _merge(frame, config, features)
-    if len(merged) < 2:
-        raise BenchError("--pool", f"only {len(merged)} candidate(s) have a lab value; a benchmark needs at least 2")
-    if config.lab_budget > len(merged):
-        raise BenchError("--lab-budget", f"{config.lab_budget} exceeds the {len(merged)} distinct candidates; lower it")
-    X, is_binary = featurise_columns(merged, features)
-    space = _space(merged, config.id_cols)
-    records = merged[list(config.id_cols)].to_dict("records")
-    candidates: list[Conditions] = [space.parse(r) for r in records]
-    columns = {c: merged[c].to_numpy(dtype=float) for c in merged.columns
-               if c not in config.id_cols and pd.api.types.is_numeric_dtype(merged[c])}
-    pool = Pool("conditions", candidates, columns, space)
-    pool.features = X  # overrides the cached property: the bench's own featurisation
-    kernel = "tanimoto" if is_binary else "matern52"
-    values = merged[config.objective_column].to_numpy(dtype=float)
-    rung_values = {r.name: merged[r.column].to_numpy(dtype=float) for r in config.rungs}
-    labels = ["; ".join(str(r[c]) for c in config.id_cols) for r in records]
-    return BenchProblem(config=config, pool=pool, spec=_spec(config, str(Path(config.pool).resolve()), kernel),
-                        values=values, rung_values=rung_values, kernel=kernel, n_rows=n_rows,
-                        n_dropped=n_rows - int(frame[config.objective_column].notna().sum()), labels=labels)
+    if config.spec is not None:
+        spec = load_spec(config.spec)
+        if spec.space.generate:
+            raise BenchError("--spec", "an open space has no fixed pool to score against; bench a fixed pool")
+        n_rows, n_dropped = 0, 0
+    else:
+        spec, n_rows, n_dropped = pool_spec(config, workdir)
+    pool = load_pool(spec)
+    values = _truth(spec, pool)
+    if not np.isfinite(values).any():
+        raise BenchError("--spec", "the lab's ground truth has no value for any candidate")
+    budget = config.lab_budget or spec.budget.lab_experiments
+    if budget > len(pool):
+        raise BenchError("--lab-budget", f"{budget} exceeds the {len(pool)} candidates; lower it")
+    return BenchProblem(config=config, spec=spec, pool=pool, values=values, n_rows=n_rows or len(pool),
+                        n_dropped=n_dropped)

@@ -9,12 +9,14 @@ from .plan import plan
 from .recover import recover
 from .reward import reward
 from .screen import screen
+from .survey import survey
 from .validate import validate
 
-__all__ = ["NODES", "approve", "decide", "dispatch", "learn", "observe", "plan", "recover", "reward", "screen", "validate"]
+__all__ = ["NODES", "approve", "decide", "dispatch", "learn", "observe", "plan", "recover", "reward", "screen", "survey", "validate"]
 
-#: The loop, in order. ``graph.py`` wires them; ``decide`` loops back to ``plan`` or ends.
+#: The loop, in order. ``graph.py`` wires them; ``survey`` runs once at the start; ``decide`` loops back to ``plan``, to ``observe``, or ends.
 NODES = (
+    ("survey", survey),
     ("plan", plan),
     ("validate", validate),
     ("screen", screen),

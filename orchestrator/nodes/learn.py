@@ -1,7 +1,8 @@
 """learn: re-assess each proxy rung against the lab, update the surrogate, and record both.
 
 For a target objective the GP is fitted on the lab values, otherwise on the utilities
-(``planners.campaign_surrogate_state``). Hyperparameters are refitted when the lab data has grown by a batch or by a quarter since the last fit; in
+(``planners.campaign_surrogate_state``). When the main arm plans with the ladder and a proxy rung was surveyed, the
+GP models the residual from the rung's calibrated prediction (``planners.ladder_prior``), recorded in its state. Hyperparameters are refitted when the lab data has grown by a batch or by a quarter since the last fit; in
 between they are kept, and the planner conditions the GP on all the data with them.
 
 The plan node rebuilds the posterior from these recorded hyperparameters, so a resumed campaign plans exactly as
@@ -35,14 +36,20 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     model = "none"
     fitted = [e.payload for e in previous if e.payload["hyperparameters"] and "refit" in e.payload["model"]]
     n_train = len(history.results)
-    if fitted and n_train < max(fitted[-1]["n_train"] + ctx.spec.planner.batch_size, 1.25 * fitted[-1]["n_train"]):
-        # Hyperparameters move slowly: keep them, and let the planner condition the GP on all the data.
+    rows = np.asarray([ctx.pool.index[r[0]] for r in history.results], dtype=int)
+    values = np.asarray([r[2] for r in history.results], dtype=float)
+    prior, prior_train = _ladder_prior(ctx, rows, values) if n_train >= 2 else (None, None)
+    is_due = not fitted or n_train >= max(fitted[-1]["n_train"] + ctx.spec.planner.batch_size,
+                                          1.25 * fitted[-1]["n_train"])
+    if not is_due and _prior_kind(fitted[-1]["hyperparameters"].get("prior")) == _prior_kind(prior):
+        # Hyperparameters move slowly: keep them (and the prior they were fitted with), and let the planner condition
+        # the GP on all the data. A prior that changes kind (another rung, or calibrated at last) forces a refit.
         hyperparameters = fitted[-1]["hyperparameters"]
         model = fitted[-1]["model"].replace("refit", "kept")
-    elif {"bo", "llm"} & set(ctx.arms) and n_train >= 2:
-        X = ctx.pool.features[[ctx.pool.index[r[0]] for r in history.results]]
-        values = np.asarray([r[2] for r in history.results], dtype=float)
-        hyperparameters = campaign_surrogate_state(ctx.spec, X, values, seed=derive_seed(ctx.seed, iteration, "learn"))
+    elif _fits_surrogate(ctx) and n_train >= 2:
+        hyperparameters = campaign_surrogate_state(ctx.spec, ctx.pool.features[rows], values, prior=prior,
+                                                   prior_train=prior_train,
+                                                   seed=derive_seed(ctx.seed, iteration, "learn"))
         model = f"pyro-gp:{hyperparameters['kernel']}:refit"
     screening = ctx.spec.screening
     items = []
@@ -65,6 +72,33 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         actor="learner",
     )
     return {}
+
+
+def _prior_kind(prior: dict | None) -> tuple | None:
+    """What a change of forces a refit: the prior's rung and whether it is calibrated (not its numbers)."""
+    return None if not prior else (prior["rung"], prior["is_calibrated"])
+
+
+def _fits_surrogate(ctx: CampaignContext) -> bool:
+    """Whether an arm of this campaign plans with the campaign's GP (``uses_surrogate``): nothing is fitted for
+    arms that do not (random, cheap-first, botorch)."""
+    return any(getattr(planner, "uses_surrogate", False) for planner in ctx.planners.values())
+
+
+def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
+    """The ladder prior to fit with (``planners.ladder_prior``) and its value at the training rows, when the main arm
+    plans with the ladder and a rung was surveyed; (None, None) otherwise."""
+    from ..ladder_view import ladder_view
+    from ..planners.bo import surrogate_fits_values
+    from ..planners.ladder_prior import choose_prior, prior_rows
+
+    view = ladder_view(ctx)
+    if view is None or not getattr(ctx.planners[ctx.spec.planner.main], "uses_ladder", False):
+        return None, None
+    prior = choose_prior(view.values, rows, values, ctx.spec)
+    at_rows = prior_rows(prior, view.values, ctx.spec,
+                         fitted_on="value" if surrogate_fits_values(ctx.spec) else "utility")
+    return (None, None) if at_rows is None else (prior, at_rows[rows])
 
 
 def _arms_compared(ctx: CampaignContext, iteration: int, history) -> ArmsCompared | None:

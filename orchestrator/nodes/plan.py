@@ -17,6 +17,7 @@ import numpy as np
 from ..context import CampaignContext
 from ..events import ConflictSettled, PoolExtended, Proposed, Rejected, SurrogateUpdated
 from ..history import lab_history, pending_retries
+from ..ladder_view import ladder_view
 from ..llm_calls import LedgerLLMRecorder
 from ..planners import PlanningContext
 from ..seeding import derive_seed
@@ -138,6 +139,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         surrogate_state=surrogate_state,
         seed=ctx.seed,
         recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration),
+        ladder=ladder_view(ctx),
     )
     per_slot = spec.planner.proposals_per_slot if has_proxy else 1
     proposals_by_arm: dict[str, list] = {}

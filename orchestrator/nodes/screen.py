@@ -11,7 +11,9 @@ proportion to their lab slots. Per rung, in order:
   of the rung's cost (``orchestrator.escalation``), against the cut-off of that arm's lab slots; the rest are held at
   the rung they reached.
 
-A failed rung result stops the candidate. Every decision is a ``Promoted`` event with its numbers. At the top, each
+When no arm plans with the ladder (``uses_ladder``: random, bo-sf, botorch), proxy rungs are not run at all; filter
+rungs still are. A rung surveyed over the whole pool (``ladder_view``) is read, not run, and is not fused twice when the surrogate
+already uses it as its prior mean. A failed rung result stops the candidate. Every decision is a ``Promoted`` event with its numbers. At the top, each
 arm's survivors are ranked by expected improvement on the fused belief (lab surrogate plus calibrated rungs), or by
 the proxy before any lab data, or else kept in planner order, and the best fill that arm's lab slots.
 
@@ -28,11 +30,12 @@ import math
 
 import numpy as np
 
-from ..beliefs import lab_beliefs, rung_calibrations
+from ..beliefs import lab_beliefs, prior_rung, rung_calibrations
 from ..context import CampaignContext, Rung
 from ..escalation import Belief, decision_threshold, promote_by_value_per_cost
 from ..events import Promoted, Proposed, Simulated
 from ..history import iteration_payloads, lab_history
+from ..ladder_view import ladder_view, uses_ladder
 from ..rung_digest import rung_digest
 from ..screening import run_rung
 from ..state import CampaignState
@@ -89,16 +92,19 @@ class _Ladder:
             arm: None if total is None else total * self.slots.get(arm, 0) / max(n_slots, 1) for arm in self.arms}
 
     def _compute_allowance_s(self) -> float | None:
-        """Compute this iteration may spend: the remaining compute budget paced over the remaining lab budget."""
+        """Compute this iteration may spend, seconds: the budget paced over the lab budget, unspent shares carried."""
         budget = self.ctx.spec.budget
         if budget.compute_seconds is None:
             return None
         # Only earlier iterations count: a re-run of this node after a crash must see what the first run saw.
         spent = rung_digest(self.ctx).compute_s_before(self.iteration)
         history = lab_history(self.ctx)
-        remaining_lab = max(budget.lab_experiments - history.n_dispatched, 1)
-        share = min(1.0, sum(self.slots.values()) / remaining_lab)
-        return max(budget.compute_seconds - spent, 0.0) * share
+        # Paced per lab experiment with carry-over: by the end of this batch, the ladder may have spent the budget's
+        # share of the lab budget dispatched by then. What an iteration leaves unspent stays available, so a rung
+        # dearer than one experiment's share (FreeSolv's GAFF hour) still runs every few experiments.
+        lab_budget = max(budget.lab_experiments, 1)
+        share = min(1.0, (history.n_dispatched + sum(self.slots.values())) / lab_budget)
+        return min(max(budget.compute_seconds * share - spent, 0.0), max(budget.compute_seconds - spent, 0.0))
 
     def _noise_sd(self, rung: Rung) -> float:
         sds = [b.sd for b in self.beliefs.values()] if self.beliefs else [1.0]
@@ -117,8 +123,9 @@ class _Ladder:
                 for cid in self.climbing:
                     self.items.append(_promoted(
                         self.iteration, cid, self.previous, rung.name, "skip",
-                        f"{rung.name} is uninformative about the lab: |ρ|={abs(calibration.spearman):.2f} on "
-                        f"{calibration.n_pairs} pairs < {spec.min_informativeness}", numbers=calibration.as_numbers()))
+                        f"{rung.name} is uninformative about the lab: ρ={calibration.spearman:.2f} on "
+                        f"{calibration.n_pairs} pairs rules out ρ ≥ {spec.min_informativeness}",
+                        numbers=calibration.as_numbers()))
                 return []
         capacity = (None if rung.spec.capacity is None
                     else apportion(rung.spec.capacity, {arm: self.slots.get(arm, 0) for arm in self.arms}))
@@ -199,8 +206,31 @@ class _Ladder:
                 self.proxies[cid] = value
                 if self.beliefs is not None:
                     calibration = self.calibrations[rung.name]
-                    self.beliefs[cid] = self.beliefs[cid].fuse(calibration.predict(objective.utility(value)),
+                    self.beliefs[cid] = self.beliefs[cid].fuse(objective.utility(calibration.predict(value)),
                                                                self._noise_sd(rung))
+        self.previous = rung.name
+
+    def read_survey(self, rung: Rung, values: np.ndarray) -> None:
+        """A rung surveyed over the pool is read, not run (its compute was charged by the survey): a failed value
+        stops the candidate; a value is fused into the belief unless the surrogate already has it as its prior mean
+        (``beliefs.prior_rung``) or the rung has proved uninformative."""
+        spec, objective = self.ctx.spec.screening, self.ctx.spec.objective
+        calibration = self.calibrations.get(rung.name)
+        informative = None if calibration is None else calibration.is_informative(
+            min_pairs=spec.min_pairs, min_informativeness=spec.min_informativeness)
+        is_fused = self.beliefs is not None and informative is not False and rung.name != prior_rung(self.ctx)
+        for cid in list(self.climbing):
+            value = float(values[self.ctx.pool.index[cid]])
+            if not math.isfinite(value):
+                self.items.append(_promoted(self.iteration, cid, rung.name, "lab", "skip",
+                                            f"{rung.name} failed on it in the survey"))
+                self.climbing.remove(cid)
+                self.survivors.remove(cid)
+                continue
+            self.proxies[cid] = value
+            if is_fused:
+                self.beliefs[cid] = self.beliefs[cid].fuse(objective.utility(calibration.predict(value)),
+                                                           self._noise_sd(rung))
         self.previous = rung.name
 
     def promote_to_lab(self) -> list[str]:
@@ -307,12 +337,20 @@ def _finite(value: float) -> float | None:
 
 def screen(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     ladder = _Ladder(state, ctx)
+    view = ladder_view(ctx)
+    single_fidelity = not uses_ladder(ctx)
     for rung in ctx.rungs:
         if not ladder.climbing:
             break
+        if single_fidelity and rung.spec.proxy:
+            continue  # no arm of this campaign plans with the ladder: its proxies would inform no decision
+        if view is not None and rung.name in view.values:
+            ladder.read_survey(rung, view.values[rung.name])
+            continue
         to_run = ladder.choose(rung)
         ladder.run(rung, to_run)
     promoted = ladder.promote_to_lab()
-    ladder.probe(promoted)
+    if not single_fidelity:
+        ladder.probe(promoted)
     ctx.ledger.append_many(ctx.campaign_id, ladder.items, actor="screen")
     return {"promoted": promoted}

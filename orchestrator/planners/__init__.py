@@ -1,5 +1,6 @@
-"""Planner arms: ``llm`` (a tool-using agent on any chat model), ``bo`` (pyro-ppl GP + batch log-EI) and
-``random`` (the control). Other arms (a lab's own heuristic, the red-team's adversarial policies) plug in with
+"""Planner arms: ``llm`` (a tool-using agent on any chat model), ``bo`` (pyro-ppl GP + batch log-EI, with the
+ladder's surveyed rungs as cold start and prior mean), ``bo-sf`` (the same without the ladder), ``random`` (the
+control), and the yardsticks ``cheap-first`` (the cheapest rung's order) and ``botorch`` (BoTorch's qLogNEI). Other arms (a lab's own heuristic, the red-team's adversarial policies) plug in with
 ``register_planner``.
 
 Example:
@@ -53,8 +54,27 @@ def _llm_shuffled(spec) -> Planner:
     return _llm(spec, shuffled=True)
 
 
-_REGISTRY: dict[str, PlannerFactory] = {"llm": _llm, "llm-shuffled": _llm_shuffled, "bo": lambda spec: BOPlanner(),
-                                        "random": lambda spec: RandomPlanner()}
+def _cheap_first(spec) -> Planner:
+    from .cheap_first import CheapFirstPlanner
+
+    return CheapFirstPlanner()
+
+
+def _botorch(spec) -> Planner:
+    from .botorch_planner import BoTorchPlanner
+
+    return BoTorchPlanner()
+
+
+_REGISTRY: dict[str, PlannerFactory] = {
+    "llm": _llm,
+    "llm-shuffled": _llm_shuffled,  # the llm arm shown the lab results shuffled among the measured candidates
+    "bo": lambda spec: BOPlanner(),
+    "bo-sf": lambda spec: BOPlanner(uses_ladder=False),  # single fidelity: the same planner without the ladder
+    "random": lambda spec: RandomPlanner(),
+    "cheap-first": _cheap_first,
+    "botorch": _botorch,
+}
 
 
 def register_planner(name: str, factory: PlannerFactory) -> None:

@@ -37,11 +37,17 @@ class PlanningContext:
     """Where the llm arm looks up and records its model calls (``LLMCallRecorder``); None keeps them in memory."""
     values: np.ndarray | None = None
     """Lab values of ``observed`` in the objective's unit, in the same order; None when not known."""
+    ladder: Any = None
+    """The surveyed proxy rungs (``ladder_view.LadderView``: value per pool row), or None."""
 
 
 @runtime_checkable
 class Planner(Protocol):
-    """A planner arm: proposes ``n`` candidates from the available pool, deterministically for a given seed."""
+    """A planner arm: proposes ``n`` candidates from the available pool, deterministically for a given seed.
+
+    Optional class attributes: ``uses_surrogate`` (the learn node fits the campaign's GP for it) and
+    ``uses_ladder`` (the survey node reads affordable proxy rungs over the pool for it).
+    """
 
     name: str
 

@@ -22,8 +22,9 @@ from ..domain import Proposal
 from .base import PlanningContext
 from .random_arm import RandomPlanner
 
-__all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "choose_kernel",
-           "fit_surrogate_state", "folded_utility_moments", "surrogate_fits_values", "surrogate_targets"]
+__all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
+           "choose_kernel", "fit_surrogate_state", "folded_utility_moments", "state_prior", "surrogate_fits_values",
+           "surrogate_targets"]
 
 
 class PriorMean(Protocol):
@@ -70,14 +71,35 @@ def surrogate_fits_values(spec) -> bool:
     return spec.objective.direction == "target"
 
 
-def campaign_surrogate_state(spec, X: np.ndarray, values: np.ndarray, *, seed: int) -> dict[str, Any]:
+def campaign_surrogate_state(spec, X: np.ndarray, values: np.ndarray, *, seed: int,
+                             prior: dict[str, Any] | None = None, prior_train: np.ndarray | None = None) -> dict[str, Any]:
     """The campaign's surrogate on lab results (``values`` in the objective's unit): fitted on the values for a
-    target objective, on the utilities otherwise (``surrogate_fits_values``)."""
+    target objective, on the utilities otherwise (``surrogate_fits_values``).
+
+    With a ladder ``prior`` (``ladder_prior.choose_prior``) and its value at the training rows (``prior_train``, in
+    the unit fitted on), the GP is fitted on the residuals and the prior is recorded in the state.
+    """
     values = np.asarray(values, dtype=float)
     fits_values = surrogate_fits_values(spec)
     y = values if fits_values else np.asarray([spec.objective.utility(v) for v in values], dtype=float)
+    if prior is not None and prior_train is not None:
+        y = y - np.asarray(prior_train, dtype=float)
     kernel = choose_kernel(spec.campaign.kind, spec.planner.kernel)
-    return fit_surrogate_state(X, y, kernel=kernel, seed=seed, fitted_on="value" if fits_values else "utility")
+    state = fit_surrogate_state(X, y, kernel=kernel, seed=seed, fitted_on="value" if fits_values else "utility")
+    return {**state, "prior": prior} if prior is not None else state
+
+
+def state_prior(context: PlanningContext) -> np.ndarray | None:
+    """The ladder prior recorded in ``context.surrogate_state``, per pool row in the unit the state was fitted on;
+    None when the state has none (or the context has no surveyed rungs to evaluate it on)."""
+    state = context.surrogate_state
+    if not state or not state.get("prior"):
+        return None
+    from .ladder_prior import prior_rows
+
+    ladder = getattr(context, "ladder", None)
+    return prior_rows(state["prior"], ladder.values if ladder is not None else None, context.spec,
+                      fitted_on=state.get("fitted_on", "utility"))
 
 
 def _target_of_values(state: dict | None, values: np.ndarray | None, objective) -> float | None:
@@ -130,29 +152,62 @@ class LabUtilityModel:
     """
 
     def __init__(self, state: dict[str, Any], X_train: np.ndarray, utilities: np.ndarray,
-                 values: np.ndarray | None, objective):
+                 values: np.ndarray | None, objective, *, prior_train: np.ndarray | None = None):
         from .surrogate import GPSurrogate
 
         self.target = _target_of_values(state, values, objective)
-        y = utilities if self.target is None else values
-        self.surrogate = GPSurrogate.from_hyperparameters(X_train, np.asarray(y, dtype=float), state)
+        y = np.asarray(utilities if self.target is None else values, dtype=float)
+        if prior_train is not None:
+            y = y - np.asarray(prior_train, dtype=float)
+        self.surrogate = GPSurrogate.from_hyperparameters(X_train, y, state)
 
-    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and sd of the lab utility at the rows of ``X``."""
+    def _mean_sd(self, X: np.ndarray, prior: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         mean, sd = self.surrogate.predict(X)
+        return (mean if prior is None else mean + np.asarray(prior, dtype=float)), sd
+
+    def predict(self, X: np.ndarray, prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and sd of the lab utility at the rows of ``X`` (``prior``: the ladder prior there, when
+        the model was built with ``prior_train``)."""
+        mean, sd = self._mean_sd(X, prior)
         return (mean, sd) if self.target is None else folded_utility_moments(mean, sd, self.target)
 
-    def log_improvement(self, X: np.ndarray, best_utility: float) -> np.ndarray:
+    pool_features: np.ndarray | None = None
+    pool_prior: np.ndarray | None = None
+
+    def predict_rows(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        """``predict`` at pool rows (a model from ``campaign_utility_model``), prior included."""
+        rows = np.asarray(rows, dtype=int)
+        return self.predict(self.pool_features[rows], None if self.pool_prior is None else self.pool_prior[rows])
+
+    def log_improvement_rows(self, rows, best_utility: float) -> np.ndarray:
+        """``log_improvement`` at pool rows (a model from ``campaign_utility_model``), prior included."""
+        rows = np.asarray(rows, dtype=int)
+        return self.log_improvement(self.pool_features[rows], best_utility,
+                                    None if self.pool_prior is None else self.pool_prior[rows])
+
+    def log_improvement(self, X: np.ndarray, best_utility: float, prior: np.ndarray | None = None) -> np.ndarray:
         """log expected improvement of the lab utility over ``best_utility`` at the rows of ``X`` (utility units):
         log-EI on a utility model, ``log_window_improvement`` on a value model (the window floored as in
         ``select_batch``)."""
         from .acquisition import log_expected_improvement, log_window_improvement
 
-        mean, sd = self.surrogate.predict(X)
+        mean, sd = self._mean_sd(X, prior)
         if self.target is None:
             return log_expected_improvement(mean, sd, best_utility)
         floor = 0.01 * float(self.surrogate.hyperparameters["y_sd"])
         return log_window_improvement(mean, sd, self.target, max(-best_utility, floor))
+
+
+def campaign_utility_model(context: PlanningContext) -> LabUtilityModel:
+    """The campaign's GP on ``context`` with its ladder prior, if its state records one: what the planners, the
+    screen and the llm arm's tools all read. ``predict_rows`` and ``log_improvement_rows`` take pool rows."""
+    prior = state_prior(context)
+    observed = np.asarray(context.observed, dtype=int)
+    model = LabUtilityModel(context.surrogate_state, context.pool.features[observed], context.utilities,
+                            context.values, context.spec.objective,
+                            prior_train=None if prior is None else prior[observed])
+    model.pool_features, model.pool_prior = context.pool.features, prior
+    return model
 
 
 class BOPlanner:
@@ -172,8 +227,21 @@ class BOPlanner:
     incumbent: Literal["observed", "posterior"] = "posterior"
     """What log-EI improves on; "posterior" measured fewer lab experiments on the noisier pools (DECISIONS.md)."""
 
-    def __init__(self, prior_mean: PriorMean | None = None):
+    uses_surrogate = True
+    """The learn node fits the campaign's GP when an arm with lab slots uses it."""
+
+    def __init__(self, prior_mean: PriorMean | None = None, *, uses_ladder: bool = True):
         self.prior_mean = prior_mean
+        self.uses_ladder = uses_ladder
+        """Plan with the surveyed rungs (cold start by the cheapest rung, calibrated rung as prior mean); the
+        ``bo-sf`` arm is the same planner without them."""
+
+    def prior(self, context: PlanningContext) -> np.ndarray | None:
+        """Prior mean per pool row in the surrogate's unit: the given ``prior_mean``, else the ladder prior recorded
+        in the surrogate state (``planners.ladder_prior``), else None."""
+        if self.prior_mean is not None:
+            return self.prior_mean(context)
+        return state_prior(context)
 
     def models_values(self, context: PlanningContext) -> bool:
         """Whether the surrogate models the lab value (a target objective, values known) or the utility."""
@@ -181,7 +249,7 @@ class BOPlanner:
 
     def training_targets(self, context: PlanningContext) -> np.ndarray:
         """What the surrogate is fitted on: lab utilities (or values), minus the prior mean when there is one."""
-        prior = self.prior_mean(context) if self.prior_mean is not None else None
+        prior = self.prior(context)
         y = surrogate_targets(context)[0]
         return y if prior is None else y - prior[np.asarray(context.observed, dtype=int)]
 
@@ -201,13 +269,27 @@ class BOPlanner:
             return prior
         return -np.abs(prior - float(context.spec.objective.target))
 
+    def _cold_start_utility(self, context: PlanningContext) -> np.ndarray | None:
+        """Utility per pool row that steers the initial design: the given prior, else the cheapest surveyed rung
+        read as it stands (before any lab result it cannot be calibrated), else None (a random design)."""
+        if self.prior_mean is not None:
+            prior = self.prior_mean(context)
+            return None if prior is None else self._prior_utility(context, prior)
+        ladder = getattr(context, "ladder", None)
+        if not self.uses_ladder or ladder is None or ladder.cheapest is None:
+            return None
+        from .ladder_prior import prior_rows
+
+        uncalibrated = {"rung": ladder.cheapest, "intercept": 0.0, "slope": 1.0, "fill": float("nan")}
+        utility = prior_rows(uncalibrated, ladder.values, context.spec, fitted_on="utility")
+        return np.where(np.isfinite(utility), utility, -np.inf)  # a failed rung: measured last
+
     def _initial_design(self, context: PlanningContext, n: int) -> list[Proposal]:
         """Random, or with a prior: the best ceil(n/2) by the prior plus random picks (spread for calibrating it)."""
-        prior = self.prior_mean(context) if self.prior_mean is not None else None
+        prior_utility = self._cold_start_utility(context)
         by_prior, rest = np.zeros(0, dtype=int), context
-        if prior is not None:
+        if prior_utility is not None:
             available = np.asarray(context.available, dtype=int)
-            prior_utility = self._prior_utility(context, prior)
             by_prior = available[np.argsort(-prior_utility[available], kind="stable")[: (n + 1) // 2]]
             rest = dataclasses.replace(context, available=available[~np.isin(available, by_prior)])
         picks = [context.pool.candidates[int(i)] for i in by_prior]
@@ -229,7 +311,7 @@ class BOPlanner:
         from .surrogate import GPSurrogate
 
         X = context.pool.features
-        prior = self.prior_mean(context) if self.prior_mean is not None else None
+        prior = self.prior(context)
         X_train, y_train = X[context.observed], self.training_targets(context)
         surrogate = GPSurrogate.from_hyperparameters(X_train, y_train, context.surrogate_state)
         pending = X[context.pending] if len(context.pending) else None

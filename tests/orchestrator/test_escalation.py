@@ -47,7 +47,15 @@ def test_threshold_and_calibration():
     cal = calibrate_rung("r", list(zip(x, 2 * x + 1)))
     assert cal.slope == pytest.approx(2) and cal.intercept == pytest.approx(1) and cal.spearman == pytest.approx(1)
     noise = calibrate_rung("n", list(zip(x, np.random.default_rng(1).permutation(x))))
+    assert noise.is_informative(min_pairs=5, min_informativeness=0.3) is None  # 20 pairs cannot rule 0.3 out
+    wide = np.linspace(0, 1, 80)
+    noise = calibrate_rung("n", list(zip(wide, np.random.default_rng(1).permutation(wide))))
     assert noise.is_informative(min_pairs=5, min_informativeness=0.3) is False
+    unproven = calibrate_rung("u", [(0, 0), (1, 2), (2, 1), (3, 4), (4, 3)])  # ρ 0.8 on 5 pairs: p = 0.06
+    assert unproven.is_informative(min_pairs=5, min_informativeness=0.3) is None
+    assert calibrate_rung("p", list(zip(x, x))).is_informative(min_pairs=5, min_informativeness=0.3) is True
+    against = calibrate_rung("a", list(zip(x, -x)))  # a proxy that disagrees is no proxy
+    assert against.is_informative(min_pairs=5, min_informativeness=0.3) is False
     assert calibrate_rung("few", [(0, 0), (1, 1)]).is_informative() is None
 
 

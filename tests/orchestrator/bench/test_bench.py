@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.bench import BenchConfig, BenchError, experiments_to_hit, load_problem, parse_objective, parse_rung
-from orchestrator.bench.arms import run_arm
+from orchestrator.bench import (BenchConfig, BenchError, arm_spec, experiments_to_hit, load_problem, parse_objective,
+                                parse_rung, run_arm)
+from orchestrator.summary import measured_order
 from orchestrator.cli import app
 
 runner = CliRunner()
@@ -67,7 +68,9 @@ def test_bench_writes_the_report_and_cheap_first_with_a_perfect_rung_hits_first(
     assert cheap["experiments_to_top1"] == {"median": 1.0, "iqr": [1.0, 1.0]}
     assert cheap["best_at_budget"]["median"] == pytest.approx(max(r["y"] for r in _rows(tiny_pool)))
     assert cheap["rung_cost_s"] == 60 * 2.5 and cheap["total_cost_s"] == 60 * 2.5 + 10 * 3600
-    assert report["arms"]["random"]["rung_cost_s"] == 0
+    # random and botorch plan without the ladder: no survey, and the screen runs no proxy rung for them
+    assert report["arms"]["random"]["rung_cost_s"] == 0 and report["arms"]["botorch"]["rung_cost_s"] == 0
+    assert report["arms"]["bo"]["rung_cost_s"] >= 60 * 2.5
     assert sorted({(r["arm"], r["seed"]) for r in report["runs"]}) == sorted(
         (arm, seed) for arm in report["arms"] for seed in (0, 1))
 
@@ -76,85 +79,68 @@ def _rows(path):
     return pd.read_csv(path).to_dict("records")
 
 
-def test_runs_are_deterministic_and_never_repeat_a_candidate(tiny_pool):
+def _problem(config, tmp_path):
+    return load_problem(config, tmp_path / "work")
+
+
+def test_runs_are_deterministic_and_never_repeat_a_candidate(tiny_pool, tmp_path):
     config = BenchConfig(pool=str(tiny_pool), id_cols=("a", "b"), objective="target:y:1.0:0.2",
                          rungs=(parse_rung("cheap=noise:1"),), lab_budget=15, seeds=1, arms=("bo", "random"), batch=5)
-    problem = load_problem(config)
+    problem = _problem(config, tmp_path)
     for arm in ("bo", "bo-sf", "random"):
         first, again = run_arm(problem, arm, 3), run_arm(problem, arm, 3)
-        assert first.order == again.order
+        assert first.measured == again.measured and first.order == again.order
         assert len(first.order) == 15 and len(set(first.order)) == 15
     assert run_arm(problem, "random", 3).order != run_arm(problem, "random", 4).order
 
 
-def test_a_perfect_rung_prior_makes_bo_find_the_best_after_the_initial_design(tiny_categorical_pool):
+def test_each_run_is_a_campaign_with_its_ledger_events(tiny_categorical_pool, tmp_path):
+    """The bench decides nothing itself: a run's ledger has the survey, the learn node's prior and the screen."""
+    from orchestrator.campaign import Campaign
+
+    config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective="maximize:y",
+                         rungs=(parse_rung("cheap=perfect:2"),), lab_budget=10, seeds=1, arms=("bo",), batch=5)
+    problem = _problem(config, tmp_path)
+    assert problem.spec.planner.kernel == "tanimoto" and problem.spec.space.features == "columns"
+    spec = arm_spec(problem.spec, "bo", 0)
+    assert spec.planner.main == "bo" and spec.planner.control is None
+    with Campaign.start(spec, db=":memory:", campaign_id="c") as campaign:
+        campaign.run()
+        surveyed = campaign.ledger.events("c", types=["RungSurveyed"])
+        fits = [e.payload for e in campaign.ledger.events("c", types=["SurrogateUpdated"]) if e.payload["hyperparameters"]]
+        order = measured_order(campaign.ledger, "c")
+    assert [e.payload["rung"] for e in surveyed] == ["cheap"] and surveyed[0].payload["cost_s"] == 60 * 2
+    assert fits and fits[-1]["hyperparameters"]["prior"]["rung"] == "cheap"
+    assert fits[-1]["hyperparameters"]["prior"]["is_calibrated"]
+    assert run_arm(problem, "bo", 0).measured == order
+
+
+def test_a_perfect_rung_makes_bo_start_from_the_rungs_best_and_bo_sf_ignores_it(tiny_categorical_pool, tmp_path):
     config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective="maximize:y",
                          rungs=(parse_rung("cheap=perfect"),), lab_budget=10, seeds=1, arms=("bo",), batch=5)
-    problem = load_problem(config)
-    assert problem.kernel == "tanimoto"
-    record = run_arm(problem, "bo", 0)
+    problem = _problem(config, tmp_path)
     best = int(np.argmax(problem.values))
-    assert record.order[0] == best  # half the initial design follows the rung before any calibration
-    assert record.notes["prior_rung"] == "cheap"  # calibrated and informative after the first batch
-    assert run_arm(problem, "bo-sf", 0).order[0] != best
-
-
-def test_on_a_descriptor_pool_the_rungs_are_features_after_the_initial_design(tiny_pool):
-    from orchestrator.bench.arms import _arm_pool
-
-    config = BenchConfig(pool=str(tiny_pool), id_cols=("a", "b"), objective="maximize:y",
-                         rungs=(parse_rung("cheap=perfect:2.5"),), lab_budget=10, seeds=1, arms=("bo",), batch=5)
-    problem = load_problem(config)
-    assert problem.kernel == "matern52"
-    features = _arm_pool(problem, "bo").features
-    assert features.shape == (60, 3) and np.array_equal(features[:, :2], problem.pool.features)
-    assert np.allclose(features[:, 2], (problem.values - problem.values.min()) / np.ptp(problem.values))
-    assert _arm_pool(problem, "bo-sf") is problem.pool
     record = run_arm(problem, "bo", 0)
-    assert record.order[0] == int(np.argmax(problem.values))  # the initial design still follows the rung
-    assert record.notes["rungs_as_features"] == ["cheap"] and record.rung_cost_s == 60 * 2.5
+    assert record.order[0] == best  # half the initial design follows the surveyed rung before any calibration
+    single = run_arm(problem, "bo-sf", 0)
+    assert single.order[0] != best and single.rung_cost_s == 0 and single.n_rung_evaluations == 0
 
 
-def test_a_target_objective_is_modelled_by_its_value_and_the_rung_prior_is_a_value(tiny_categorical_pool):
-    from orchestrator.bench.arms import _context, _planner
+def test_a_target_objective_fits_values_with_a_value_prior(tiny_categorical_pool, tmp_path):
+    from orchestrator.campaign import Campaign
 
     config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective="target:y:1.0:0.2",
-                         rungs=(parse_rung("cheap=perfect"),), lab_budget=10, seeds=1, arms=("bo",), batch=5)
-    problem = load_problem(config)
-    context = _context(problem, 0, 1, list(range(0, 60, 6)), None)
-    for arm in ("bo", "bo-sf"):
-        planner = _planner(problem, arm, 0)
-        assert planner.models_values(context)
-        prior = planner.prior_mean(context) if planner.prior_mean is not None else np.zeros(len(problem))
-        assert np.allclose(planner.training_targets(context) + prior[context.observed], problem.values[context.observed])
-    prior = _planner(problem, "bo", 0).prior_mean(context)
-    assert np.allclose(prior, problem.values, atol=1e-9)  # a perfect rung calibrates to the value itself
-    record = run_arm(problem, "bo", 0)
-    assert record.order[0] == int(np.argmax(problem.utilities))
-
-
-def test_the_incumbent_is_the_best_posterior_mean_so_one_lucky_measurement_does_not_set_it(tiny_pool):
-    from orchestrator.bench.arms import _context
-    from orchestrator.planners import BOPlanner, fit_surrogate_state
-    from orchestrator.planners.surrogate import GPSurrogate
-
-    config = BenchConfig(pool=str(tiny_pool), id_cols=("a", "b"), objective="maximize:y", lab_budget=10, seeds=1,
-                         arms=("bo",), batch=5)
-    problem = load_problem(config)
-    observed = list(range(0, 60, 3))
-    lucky = observed[4]
-    problem.utilities[lucky] = problem.utilities.max() + 3.0  # one measurement far above its neighbours
-    X = problem.pool.features[observed]
-    state = fit_surrogate_state(X, problem.utilities[observed], kernel=problem.kernel, seed=0)
-    state = {**state, "noise": 0.3}  # a lab whose noise the GP knows about (standardised units)
-    context = _context(problem, 0, 4, observed, state)
-    surrogate = GPSurrogate.from_hyperparameters(X, problem.utilities[observed], state)
-    planner = BOPlanner()
-    posterior = planner._incumbent(context, surrogate, X, None, None)
-    assert posterior == pytest.approx(float(np.max(surrogate.predict(X)[0])))
-    assert posterior < problem.utilities[lucky] - 0.5
-    planner.incumbent = "observed"
-    assert planner._incumbent(context, surrogate, X, None, None) == problem.utilities[lucky]
+                         rungs=(parse_rung("cheap=perfect"),), lab_budget=15, seeds=1, arms=("bo",), batch=5)
+    problem = _problem(config, tmp_path)
+    with Campaign.start(arm_spec(problem.spec, "bo", 0), db=":memory:", campaign_id="t") as campaign:
+        campaign.run()
+        states = [e.payload["hyperparameters"] for e in campaign.ledger.events("t", types=["SurrogateUpdated"])
+                  if e.payload["hyperparameters"]]
+    state = states[-1]
+    assert state["fitted_on"] == "value"
+    prior = state["prior"]
+    assert prior["is_calibrated"] and prior["slope"] == pytest.approx(1.0) and prior["intercept"] == pytest.approx(0.0, abs=1e-9)
+    assert run_arm(problem, "bo", 0).order[0] == int(np.argmax(problem.utilities))
 
 
 def test_experiments_to_hit_counts_budget_plus_one_without_a_hit():
@@ -172,6 +158,7 @@ def test_experiments_to_hit_counts_budget_plus_one_without_a_hit():
     (["--lab-budget", "0"], "--lab-budget"),
     (["--arms", "cheap-first"], "--arms"),
     (["--feature-cols", "y"], "--feature-cols"),
+    (["--spec", "campaigns/freesolv/campaign.toml"], "--spec"),
 ])
 def test_bad_flags_fail_with_the_flag_and_a_fix(tiny_pool, tmp_path, args, flag):
     base = {"--pool": str(tiny_pool), "--id-cols": "a,b", "--objective": "maximize:y", "--lab-budget": "5",

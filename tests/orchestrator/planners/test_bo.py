@@ -103,3 +103,72 @@ def test_bo_proposals_on_a_value_model_carry_the_expected_value(freesolv):
     proposals = BOPlanner().propose(_context(spec, pool, observed, values, state), 3)
     assert len(proposals) == 3 and all(p.expected is not None for p in proposals)
     assert all("predicted value" in p.hypothesis for p in proposals)
+
+
+def test_the_incumbent_is_the_best_posterior_mean_so_one_lucky_measurement_does_not_set_it(freesolv):
+    spec, pool, observed, values = freesolv
+    utilities = np.asarray([spec.objective.utility(v) for v in values], dtype=float)
+    lucky = 4
+    utilities[lucky] = utilities.max() + 3.0  # one measurement far above its neighbours
+    X = pool.features[observed]
+    state = {**fit_surrogate_state(X, utilities, kernel="tanimoto", seed=0), "noise": 0.3}
+    context = PlanningContext(spec=spec, pool=pool, iteration=4, available=np.setdiff1d(np.arange(len(pool)), observed),
+                              observed=observed, utilities=utilities, pending=np.zeros(0, dtype=int),
+                              surrogate_state=state, seed=0)
+    surrogate = GPSurrogate.from_hyperparameters(X, utilities, state)
+    planner = BOPlanner()
+    posterior = planner._incumbent(context, surrogate, X, None, None)
+    assert posterior == pytest.approx(float(np.max(surrogate.predict(X)[0])))
+    assert posterior < utilities[lucky] - 0.5
+    planner.incumbent = "observed"
+    assert planner._incumbent(context, surrogate, X, None, None) == utilities[lucky]
+
+
+def test_a_ladder_prior_recorded_in_the_state_is_used_by_every_reader(freesolv):
+    """The GP is fitted on the residual from the calibrated rung; bo, and the model the screen and the llm arm read,
+    add the same prior back, so a perfect rung predicts the lab everywhere, tested or not."""
+    from orchestrator.ladder_view import LadderView
+    from orchestrator.planners.bo import campaign_utility_model, state_prior
+    from orchestrator.planners.ladder_prior import choose_prior, prior_rows
+
+    spec, pool, observed, values = freesolv
+    truth = np.asarray(pool.columns[spec.lab.oracle_column], dtype=float)
+    ladder = LadderView(values={"perfect": 2.0 * truth + 1.0}, cost_s={"perfect": 1.0})  # a rung in other units
+    prior = choose_prior(ladder.values, observed, values, spec)
+    assert prior["rung"] == "perfect" and prior["is_calibrated"]
+    # the line is shrunk towards the identity with the weight of one pair: after 30 pairs, nearly (v - 1) / 2
+    assert prior["slope"] == pytest.approx(0.5, abs=0.03) and prior["intercept"] == pytest.approx(-0.5, abs=0.5)
+    rows = prior_rows(prior, ladder.values, spec, fitted_on="value")
+    assert np.corrcoef(rows, truth)[0, 1] > 0.999 and np.max(np.abs(rows - truth)) < 1.0
+    state = campaign_surrogate_state(spec, pool.features[observed], values, seed=0, prior=prior,
+                                     prior_train=rows[observed])
+    assert state["prior"]["rung"] == "perfect"
+    context = PlanningContext(spec=spec, pool=pool, iteration=5, available=np.setdiff1d(np.arange(len(pool)), observed),
+                              observed=observed, utilities=np.asarray([spec.objective.utility(v) for v in values]),
+                              values=values, pending=np.zeros(0, dtype=int), surrogate_state=state, seed=0,
+                              ladder=ladder)
+    assert np.allclose(state_prior(context), rows)
+    assert np.allclose(BOPlanner().training_targets(context), values - rows[observed])  # the GP models the residual
+    untested = context.available[:50]
+    mean, _ = campaign_utility_model(context).predict_rows(untested)
+    expected = np.asarray([spec.objective.utility(v) for v in truth[untested]])
+    assert np.corrcoef(mean, expected)[0, 1] > 0.99  # the folded utility of the (perfectly) predicted value
+    proposals = BOPlanner().propose(context, 4)
+    picked = [pool.index[p.candidate.id] for p in proposals]
+    assert min(abs(truth[picked] - spec.objective.target)) <= spec.objective.tolerance  # into the window at once
+    assert BOPlanner(uses_ladder=False).uses_ladder is False
+
+
+def test_no_informative_rung_means_no_prior(freesolv):
+    from orchestrator.planners.ladder_prior import choose_prior
+
+    spec, pool, observed, values = freesolv
+    noise = {"coin": np.random.default_rng(5).normal(size=len(pool))}
+    truth = np.asarray(pool.columns[spec.lab.oracle_column], dtype=float)
+    many = np.arange(0, len(pool), 4)  # enough pairs to rule a coin out (30 can only fail to prove it)
+    assert choose_prior(noise, many, truth[many], spec) is None
+    undecided = choose_prior(noise, observed, values, spec)
+    assert undecided is None or not undecided["is_calibrated"]
+    before = choose_prior(noise, observed[:3], values[:3], spec)  # too few pairs to judge: shrunk to the identity
+    assert before["rung"] == "coin" and not before["is_calibrated"]
+    assert choose_prior(noise, observed[:0], values[:0], spec)["slope"] == 1.0  # no pair: the rung as it stands

@@ -1,4 +1,4 @@
-"""Featurisation of a benchmark pool's columns, by what each column holds.
+"""Featurisation of a conditions pool's columns by what each column holds (``[space] features = "columns"``).
 
 ``auto`` looks at each column: SMILES become Morgan fingerprints (radius 2, 1024 bits), chemical formulas become
 composition features (element fractions plus electronegativity and radius statistics), numbers are min-max scaled
@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ..domain import InvalidCandidate, Material
+from .domain import InvalidCandidate, Material
 
 __all__ = ["ColumnKind", "column_kind", "featurise_columns"]
 
@@ -64,7 +64,7 @@ def column_kind(series: pd.Series) -> ColumnKind:
 
 
 def _encode(series: pd.Series, kind: ColumnKind) -> np.ndarray:
-    from ..domain import _composition_features, _morgan_bits
+    from .domain import _composition_features, _morgan_bits
 
     if kind == "numeric":
         values = series.to_numpy(dtype=float)

@@ -5,8 +5,8 @@ the other arms see (BoTorch's default kernel, priors and ``Standardize`` outcome
 ``fit_gpytorch_mll`` on the exact marginal likelihood, and a batch of ``q`` picked by ``optimize_acqf_discrete``
 (sequential greedy conditioning) over the untested candidates, with a pruned baseline and 128 quasi-MC samples
 (``SobolQMCNormalSampler``, as in BoTorch's closed-loop tutorials; the library default of 512 costs 4× the time on a
-4000-candidate pool for the same ranking up to MC noise). It models the lab utility, like the other arms, and sees no rung. The initial design is the bo arm's
-(``RandomPlanner(label="bo-initial")``), so the GP arms start from the same experiments on the same seed.
+4000-candidate pool for the same ranking up to MC noise). With a ``target`` it models values and the MC objective is
+−|value − target|, so qLogNEI maximises the window's improvement. ``planners.botorch_planner`` is the campaign arm.
 """
 
 from __future__ import annotations
@@ -27,15 +27,17 @@ def _require_botorch():
         import_optional(module, "bench", "the botorch arm")
 
 
-def propose_botorch(X_train: np.ndarray, y_train: np.ndarray, X_available: np.ndarray, q: int, *, seed: int) -> list[int]:
+def propose_botorch(X_train: np.ndarray, y_train: np.ndarray, X_available: np.ndarray, q: int, *, seed: int,
+                    target: float | None = None) -> list[int]:
     """Rows of ``X_available`` (indices, pick order) that BoTorch's qLogNEI chooses for the next batch.
 
     Args:
         X_train: features of the measured candidates, shape (n, d), in [0, 1].
-        y_train: their utilities (higher is better), shape (n,).
+        y_train: their utilities (higher is better), shape (n,); their values with a ``target``.
         X_available: features of the untested candidates, shape (m, d).
         q: batch size, at most m.
         seed: seeds torch (the MC sampler's base samples and the fit's initial values).
+        target: a target window's centre (objective unit): the acquisition improves −|value − target|.
     """
     _require_botorch()
     import torch
@@ -55,7 +57,13 @@ def propose_botorch(X_train: np.ndarray, y_train: np.ndarray, X_available: np.nd
         model = SingleTaskGP(train_X, train_Y)
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         sampler = SobolQMCNormalSampler(sample_shape=torch.Size([N_MC_SAMPLES]), seed=seed)
-        acqf = qLogNoisyExpectedImprovement(model, X_baseline=train_X, sampler=sampler, prune_baseline=True)
+        objective = None
+        if target is not None:
+            from botorch.acquisition.objective import GenericMCObjective
+
+            objective = GenericMCObjective(lambda samples, X=None: -(samples[..., 0] - target).abs())
+        acqf = qLogNoisyExpectedImprovement(model, X_baseline=train_X, sampler=sampler, objective=objective,
+                                            prune_baseline=True)
         with torch.no_grad():
             picked, _ = optimize_acqf_discrete(acqf, q=q, choices=choices, max_batch_size=512, unique=True)
     return _rows_of(picked.numpy(), X_available, q)
