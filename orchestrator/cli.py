@@ -54,7 +54,7 @@ def run(
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="stop after N graph steps (resumable)")] = None,
     approve: Annotated[str | None, typer.Option(help="answer a pending approval: 'all', 'none' or job keys, comma-separated")] = None,
     lab_url: Annotated[str | None, typer.Option("--lab-url", help="run against a remote lab server (token from $CLOSEDLOOP_LAB_TOKEN)")] = None,
-    planner: Annotated[str | None, typer.Option("--planner", help="main arm: llm, bo or random")] = None,
+    planner: Annotated[str | None, typer.Option("--planner", help="main arm: llm, llm-shuffled, bo, bo-sf, cheap-first, botorch, random or a registered arm")] = None,
     model: Annotated[str | None, typer.Option("--model", help="llm arm: provider:model or a .gguf path (default: embedded)")] = None,
     control_share: Annotated[float | None, typer.Option(
         "--control-share", help="share of the lab budget for the control arm (overrides [planner] control_share; 0 turns the control off)")] = None,

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..beliefs import lab_beliefs, prior_rung, rung_calibrations
 from ..context import CampaignContext, Rung
+from ..domain import Observation
 from ..escalation import Belief, decision_threshold, promote_by_value_per_cost
 from ..events import Promoted, Proposed, Simulated
 from ..history import iteration_payloads, lab_history
@@ -141,13 +142,17 @@ class _Ladder:
         return chosen
 
     def _in_order(self, rung: Rung, arm: str, group: list[str], is_proxy: bool) -> list[str]:
-        """Without a basis for value of information, an arm's candidates climb in planner order, within its allowance."""
+        """Without a basis for value of information, an arm's candidates climb in planner order, within its allowance.
+
+        A filter rung (no proxy) always runs: it is what keeps an invalid candidate out of the lab, and a candidate
+        the pacing held before it would otherwise reach the lab unfiltered. It is still charged.
+        """
         reason = "no lab data yet: climbs so the rung can be calibrated" if is_proxy else "filter rung"
         chosen = []
         for cid in group:
             cost = float(rung.simulator.cost_model(self.ctx.pool.get(cid)))
             allowance = self.allowance_s[arm]
-            if allowance is not None and cost > allowance:
+            if is_proxy and allowance is not None and cost > allowance:
                 self.items.append(_promoted(self.iteration, cid, self.previous, rung.name, "hold",
                                             f"the {arm} arm's compute allowance is spent ({allowance:.3g} s left, "
                                             f"needs {cost:.3g} s)", numbers={"cost_s": cost, "allowance_s": allowance}))
@@ -211,8 +216,8 @@ class _Ladder:
         self.previous = rung.name
 
     def read_survey(self, rung: Rung, values: np.ndarray) -> None:
-        """A rung surveyed over the pool is read, not run (its compute was charged by the survey): a failed value
-        stops the candidate; a value is fused into the belief unless the surrogate already has it as its prior mean
+        """A rung surveyed over the pool is read, not run (its compute was charged by the survey; the ``Simulated``
+        record says ``read_from: survey`` and costs 0 s): a failed value stops the candidate; a value is fused into the belief unless the surrogate already has it as its prior mean
         (``beliefs.prior_rung``) or the rung has proved uninformative."""
         spec, objective = self.ctx.spec.screening, self.ctx.spec.objective
         calibration = self.calibrations.get(rung.name)
@@ -221,6 +226,14 @@ class _Ladder:
         is_fused = self.beliefs is not None and informative is not False and rung.name != prior_rung(self.ctx)
         for cid in list(self.climbing):
             value = float(values[self.ctx.pool.index[cid]])
+            observation = Observation(  # the trajectory's evidence, as if run; its cost was charged by the survey
+                candidate_id=cid, source=rung.simulator.name, source_version=str(rung.simulator.version),
+                fidelity=int(rung.simulator.fidelity), cost_s=0.0, parameters={"read_from": "survey"},
+                **({"properties": {rung.spec.proxy: value}} if math.isfinite(value)
+                   else {"status": "failed", "reason": f"{rung.name} failed on it in the survey"}))
+            self.items.append((Simulated(iteration=self.iteration, candidate_id=cid, rung=rung.name,
+                                         observation=observation.model_dump(mode="json")),
+                               f"it{self.iteration}:simulated:{rung.name}:{cid}"))
             if not math.isfinite(value):
                 self.items.append(_promoted(self.iteration, cid, rung.name, "lab", "skip",
                                             f"{rung.name} failed on it in the survey"))

@@ -19,13 +19,14 @@ GAFF = {"name": "gaff", "simulator": "table", "column": "calc", "property": "dg_
 
 
 def quick_spec(**changes):
-    """FreeSolv with one table rung and the random arm; results come back as each job ends (lab.wait = any), so
+    """FreeSolv with one table rung and the bo arm; results come back as each job ends (lab.wait = any), so
     most proposals wait for the lab over later iterations."""
     data = small_spec(lab_experiments=10).model_dump()
     data["ladder"] = [GAFF]
     data["screening"]["executor"] = "serial"
     data["budget"]["compute_seconds"] = None
-    data["planner"].update(main="random", control=None, control_share=0.0, proposals_per_slot=1)
+    # bo reads the ladder (a random-only campaign runs no proxy rung, so no rung validity could be measured)
+    data["planner"].update(main="bo", control=None, control_share=0.0, proposals_per_slot=1)
     data["lab"]["wait"] = "any"
     for section, values in changes.items():
         data[section].update(values)
@@ -155,6 +156,6 @@ def test_the_report_shows_each_rungs_validity_and_the_rewards_by_arm(finished):
     n_validated = sum(e.type == "RungValidated" for e in events)
     assert "Rewards and calibration" in section and "process weight" in section and "AUROC" in section
     assert section.count("<td>gaff</td>") == n_validated
-    assert "<td>random</td>" in section
+    assert "<td>bo</td>" in section
     page = insert_rewards_section("<html><body><h1>x</h1></body></html>", ledger, "rw")
     assert page.index("<h1>x</h1>") < page.index("Rewards and calibration") < page.index("</body>")
