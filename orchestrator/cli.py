@@ -196,18 +196,22 @@ def _print_summary(summary: dict[str, Any]) -> None:
         arms.add_row(arm + role, str(entry["n_lab"]), _fmt(entry["best_value"]), _fmt(entry["experiments_to_best"]))
     out.print(arms)
     if "main_beats_control" in summary:
-        reached = summary["main_experiments_to_control_best"]
-        out.print(
-            f"main arm {'beat' if summary['main_beats_control'] else 'did not beat'} the control: "
-            + (f"it reached the control's best after {reached} of its experiments" if reached
-               else "it did not reach the control's best")
-            + f" (the control needed {summary['control_experiments_to_its_best']})."
-            + (f" Acceleration {summary['acceleration']:.2f}×." if summary.get("acceleration") is not None else "")
-        )
+        out.print(_comparison_sentence(summary))
     if summary.get("approval"):
         keys = summary["approval"]["job_keys"]
         out.print(f"[yellow]waiting for approval of {len(keys)} lab job(s):[/] "
                   f"closedloop run --resume {summary['campaign_id']} --db {summary['db']} --approve all")
+
+
+def _comparison_sentence(summary: dict[str, Any]) -> str:
+    """The main arm against the control in one sentence (``summary.arm_comparison``)."""
+    verdict = f"main arm {'beat' if summary['main_beats_control'] else 'did not beat'} the control"
+    if summary.get("acceleration") is None:
+        return f"{verdict}: no iteration had lab results of both arms to pair."
+    reached = summary["experiments_to_common_level"]
+    return (f"{verdict}: on {summary['paired_experiments']} results each, paired by iteration, it reached the level "
+            f"both reached (utility {_fmt(summary['common_level'])}) after {reached[summary['main_arm']]} experiments, "
+            f"the control after {reached[summary['control_arm']]}; acceleration {summary['acceleration']:.2f}×.")
 
 
 @app.command()
@@ -381,8 +385,9 @@ def _describe_event(kind: str, p: dict[str, Any]) -> str:
         case "SurrogateUpdated":
             return f"{it}{p['model']} on {p['n_train']} results, incumbent {_fmt(p['incumbent'])}"
         case "ArmsCompared":
+            paired = f" over {p['paired_experiments']} pairs" if p.get("paired_experiments") is not None else ""
             return (f"{it}{p['main']} vs {p['control']}: best {_fmt(p['best_utility'].get(p['main']))} vs "
-                    f"{_fmt(p['best_utility'].get(p['control']))}, acceleration {_fmt(p['acceleration'])}")
+                    f"{_fmt(p['best_utility'].get(p['control']))}, acceleration {_fmt(p['acceleration'])}{paired}")
         case "CampaignStopped":
             return f"{p['reason']}; best {p['best_candidate_id']} = {_fmt(p['best_value'])}"
         case _:

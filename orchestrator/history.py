@@ -14,9 +14,10 @@ __all__ = ["LabHistory", "iteration_payloads", "lab_history", "pending_retries"]
 class LabHistory:
     """Lab jobs so far.
 
-    ``results`` holds (candidate id, arm, value, utility) of successful jobs in the order they were observed;
-    ``failures`` holds (job key, candidate id, arm, reason) of failed ones. ``tested`` are candidates with at least
-    one job; ``pending`` candidates have a job in the lab now.
+    ``results`` holds (candidate id, arm, value, utility) of successful jobs in the order they were observed, and
+    ``iterations`` the iteration each of them was dispatched in (-1 for an imported past result); ``failures``
+    holds (job key, candidate id, arm, reason) of failed ones. ``tested`` are candidates with at least one job;
+    ``pending`` candidates have a job in the lab now.
     """
 
     tested: frozenset[str]
@@ -25,6 +26,7 @@ class LabHistory:
     failures: tuple[tuple[str, str, str, str], ...]
     n_dispatched: int
     n_by_arm: dict[str, int] = field(default_factory=dict)
+    iterations: tuple[int, ...] = ()
 
     @property
     def best(self) -> tuple[str, str, float, float] | None:
@@ -57,6 +59,7 @@ def lab_history(ctx: CampaignContext) -> LabHistory:
         failures=tuple((j.job_key, j.candidate_id, j.arm, reasons.get(j.observed_seq) or "") for j in failed),
         n_dispatched=len(jobs),
         n_by_arm=n_by_arm,
+        iterations=tuple(-1 for _ in imported) + tuple(j.iteration for j in done),
     )
 
 

@@ -207,9 +207,18 @@ def _summary_pairs(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("hits", summary["n_hits"]),
         ("simulated lab time (h)", summary["lab_hours"]),
         ("simulator compute (s)", summary["compute_s"]),
-        ("main arm experiments to match the control's best", summary.get("main_experiments_to_control_best")),
+        ("results per arm paired by iteration", summary.get("paired_experiments")),
+        ("common level (utility both arms reached)", summary.get("common_level")),
+        ("experiments to the common level (main, control)", _main_and_control(summary, "experiments_to_common_level")),
         ("acceleration of the main arm over the control", summary.get("acceleration")),
     ]
+
+
+def _main_and_control(summary: dict[str, Any], key: str) -> str | None:
+    """A per-arm count of the comparison as "main, control"; None without a comparison."""
+    counts = summary.get(key) or {}
+    arms = (summary["main_arm"], summary["control_arm"])
+    return ", ".join(str(counts[a]) for a in arms) if all(a in counts for a in arms) else None
 
 
 def _arm_table(summary: dict[str, Any]) -> str:

@@ -4,15 +4,17 @@ arm against the control."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from .context import lab_time_s
 from .events import CampaignStarted, Observed, RungSurveyed, Simulated
 from .ledger import Ledger
 from .planner_stats import planner_stats
-from .spec import validate_spec
+from .seeding import derive_rng
+from .spec import ObjectiveSpec, validate_spec
 
-__all__ = ["arm_comparison", "measured_order", "summarise"]
+__all__ = ["arm_comparison", "comparison_ceiling", "measured_order", "summarise"]
 
 
 def _label(canonical: str) -> str:
@@ -22,47 +24,77 @@ def _label(canonical: str) -> str:
     return data.get("smiles") or data.get("formula")
 
 
-def arm_comparison(results: list[tuple[str, str, float, float]], main: str, control: str | None) -> dict[str, Any]:
-    """Per-arm lab use and best utility, how many experiments the main arm needed to match the control's best, and
-    the running acceleration (the control's experiments to its best over the main arm's experiments to match it).
+def arm_comparison(results: Sequence[tuple[str, str, float, float, int]], main: str, control: str | None, *,
+                   seed: int = 0, ceiling: float | None = None) -> dict[str, Any]:
+    """Per-arm lab use and best, and the main arm against the control in a paired comparison at the common level.
 
-    ``main_beats_control`` is True when the main arm reached the control's best utility in no more of its own lab
-    experiments than the control needed to find it, i.e. ``acceleration >= 1``; a main arm that found something
-    better only after more experiments than the control needed does not beat it, so the flag always agrees with the
-    acceleration.
-
-    ``results`` are (candidate id, arm, value, utility) in the order the lab returned them.
+    ``results`` are (candidate id, arm, value, utility, iteration dispatched in), in the order the lab returned them.
+    Both arms plan on one shared state, so an arm's k-th experiment is worth comparing only with the other's made at
+    the same time: each iteration contributes k = min(main's, control's results of it) from each arm, the larger
+    arm's k chosen by a permutation seeded by (``seed``, iteration) and kept in lab order. Utilities are clipped at
+    ``ceiling`` (``-tolerance`` for a target objective, so every hit in the window is one level; None otherwise).
+    ``common_level`` is the lower of the two arms' best clipped utilities on their paired results;
+    ``experiments_to_common_level`` is each arm's 1-based position, in its paired results, of the first to reach it;
+    ``acceleration`` is the control's over the main arm's, and ``main_beats_control`` is ``acceleration >= 1`` (a
+    tie is not behind). Without a pair, acceleration is None and main_beats_control False. Splitting one policy's
+    lab order into two arms gives an acceleration of 1 in median at any share.
 
     Example:
-        >>> rows = [("a", "bo", 1, 1), ("b", "random", 2, 2), ("c", "bo", 3, 3), ("d", "random", 0, 0)]
-        >>> comparison = arm_comparison(rows, "bo", "random")
-        >>> comparison["main_experiments_to_control_best"], comparison["acceleration"], comparison["main_beats_control"]
-        (2, 0.5, False)
+        >>> rows = [("a", "bo", 1, 1, 0), ("b", "random", 2, 2, 0), ("c", "bo", 3, 3, 1), ("d", "random", 0, 0, 1)]
+        >>> c = arm_comparison(rows, "bo", "random")
+        >>> c["common_level"], c["experiments_to_common_level"], c["acceleration"], c["main_beats_control"]
+        (2.0, {'bo': 2, 'random': 1}, 0.5, False)
+        >>> hits = [("a", "bo", -4.8, -0.3, 0), ("b", "random", -5.1, -0.1, 0)]  # target -5 ± 0.5: both hit
+        >>> arm_comparison(hits, "bo", "random", ceiling=-0.5)["acceleration"]
+        1.0
     """
     arms: dict[str, dict[str, Any]] = {}
-    for cid, arm, value, utility in results:
+    for cid, arm, value, utility, _ in results:
         entry = arms.setdefault(arm, {"n_lab": 0, "best_value": None, "best_candidate_id": None, "_best_u": None,
                                       "experiments_to_best": None})
         entry["n_lab"] += 1
         if entry["_best_u"] is None or utility > entry["_best_u"]:
             entry.update(_best_u=utility, best_value=value, best_candidate_id=cid, experiments_to_best=entry["n_lab"])
     out: dict[str, Any] = {"arms": {a: {k: v for k, v in e.items() if not k.startswith("_")} for a, e in arms.items()}}
-    if control and control in arms and main in arms:
-        target = arms[control]["_best_u"]
-        n = 0
-        reached = None
-        for _, arm, _, utility in results:
-            if arm == main:
-                n += 1
-                if utility >= target:
-                    reached = n
-                    break
-        out["main_experiments_to_control_best"] = reached
-        out["control_experiments_to_its_best"] = arms[control]["experiments_to_best"]
-        out["main_beats_control"] = reached is not None and reached <= arms[control]["experiments_to_best"]
-        out["acceleration"] = None if reached is None else arms[control]["experiments_to_best"] / reached
-        out["best_utility"] = {a: e["_best_u"] for a, e in arms.items()}
+    if not control or control not in arms or main not in arms:
+        return out
+    paired = _paired_utilities(results, (main, control), seed, ceiling)
+    out["best_utility"] = {a: e["_best_u"] for a, e in arms.items()}
+    out["paired_experiments"] = len(paired[main])
+    if not paired[main]:
+        out.update(common_level=None, experiments_to_common_level={}, acceleration=None, main_beats_control=False)
+        return out
+    level = min(max(paired[main]), max(paired[control]))
+    reached = {arm: next(n for n, u in enumerate(paired[arm], 1) if u >= level) for arm in (main, control)}
+    acceleration = reached[control] / reached[main]
+    out.update(common_level=float(level), experiments_to_common_level=reached, acceleration=acceleration,
+               main_beats_control=acceleration >= 1)
     return out
+
+
+def comparison_ceiling(objective: ObjectiveSpec) -> float | None:
+    """The utility at which arms are compared level: ``-tolerance`` for a target objective (every value inside the
+    window is a hit, so none is better than another), None for maximize and minimize."""
+    return -objective.tolerance if objective.direction == "target" else None
+
+
+def _paired_utilities(results: Sequence[tuple[str, str, float, float, int]], pair: tuple[str, str], seed: int,
+                      ceiling: float | None) -> dict[str, list[float]]:
+    """Each arm's clipped utilities on its paired results, in lab order: per iteration, as many from each arm as the
+    smaller has, the larger arm's drawn by a permutation seeded by (seed, iteration)."""
+    positions: dict[tuple[int, str], list[int]] = {}
+    for n, (_, arm, _, _, iteration) in enumerate(results):
+        if arm in pair:
+            positions.setdefault((iteration, arm), []).append(n)
+    kept: set[int] = set()
+    for iteration in sorted({i for i, _ in positions}):
+        first, second = (positions.get((iteration, arm), []) for arm in pair)
+        k = min(len(first), len(second))
+        for own in (first, second):
+            chosen = own if len(own) == k else derive_rng(seed, iteration, "arm-comparison").permutation(own)[:k]
+            kept.update(int(n) for n in chosen)
+    return {arm: [min(r[3], ceiling) if ceiling is not None else r[3] for n, r in enumerate(results)
+                  if n in kept and r[1] == arm] for arm in pair}
 
 
 def measured_order(ledger: Ledger, campaign_id: str) -> list[str]:
@@ -79,7 +111,8 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     labels = {row.candidate_id: _label(row.canonical) for row in ledger.candidates(campaign_id)}
     everything = [e.typed() for e in ledger.events(campaign_id, types=[Observed.type])]
     observed = [o for o in everything if o.provenance == "lab"]  # imported past results are history, not this campaign
-    results = [(o.candidate_id, o.arm, o.value, spec.objective.utility(o.value)) for o in observed if o.status == "ok"]
+    results = [(o.candidate_id, o.arm, o.value, spec.objective.utility(o.value), o.iteration)
+               for o in observed if o.status == "ok"]
     best = max(results, key=lambda r: r[3], default=None)
     compute_s = sum(e.payload["observation"].get("cost_s", 0.0) for e in ledger.events(campaign_id, types=[Simulated.type]))
     compute_s += sum(e.payload["cost_s"] for e in ledger.events(campaign_id, types=[RungSurveyed.type]))
@@ -103,6 +136,7 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
         "main_arm": spec.planner.main,
         "control_arm": spec.planner.control,
         "measured": measured_order(ledger, campaign_id),
-        **arm_comparison(results, spec.planner.main, spec.planner.control),
+        **arm_comparison(results, spec.planner.main, spec.planner.control, seed=spec.campaign.seed,
+                         ceiling=comparison_ceiling(spec.objective)),
         "planner_stats": planner_stats(ledger, campaign_id),
     }

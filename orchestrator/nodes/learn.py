@@ -19,7 +19,7 @@ from ..events import ArmsCompared, RungAssessed, SurrogateUpdated
 from ..history import lab_history
 from ..planners import campaign_surrogate_state
 from ..seeding import derive_seed
-from ..summary import arm_comparison
+from ..summary import arm_comparison, comparison_ceiling
 from ..state import CampaignState
 
 __all__ = ["learn"]
@@ -107,12 +107,14 @@ def _arms_compared(ctx: CampaignContext, iteration: int, history) -> ArmsCompare
     arms = {r[1] for r in history.results}
     if control is None or not {main, control} <= arms:
         return None
-    comparison = arm_comparison([(r[0], r[1], r[2], r[3]) for r in history.results], main, control)
+    rows = [(*r, dispatched) for r, dispatched in zip(history.results, history.iterations, strict=True)]
+    comparison = arm_comparison(rows, main, control, seed=ctx.seed, ceiling=comparison_ceiling(ctx.spec.objective))
     return ArmsCompared(
         iteration=iteration, main=main, control=control,
         n_lab={arm: entry["n_lab"] for arm, entry in comparison["arms"].items()},
         best_utility=comparison["best_utility"],
-        main_experiments_to_control_best=comparison["main_experiments_to_control_best"],
-        control_experiments_to_its_best=comparison["control_experiments_to_its_best"],
+        common_level=comparison["common_level"],
+        experiments_to_common_level=comparison["experiments_to_common_level"],
+        paired_experiments=comparison["paired_experiments"],
         acceleration=comparison["acceleration"],
     )

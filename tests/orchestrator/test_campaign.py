@@ -188,8 +188,11 @@ def test_running_acceleration_is_recorded_and_summarised(finished):
     assert (last.main, last.control) == ("bo", "random")
     assert sum(last.n_lab.values()) == summary["n_lab"] - summary["n_lab_failed"]
     assert last.acceleration == summary["acceleration"]
-    if last.main_experiments_to_control_best is not None:
-        assert last.acceleration == pytest.approx(last.control_experiments_to_its_best / last.main_experiments_to_control_best)
+    assert (last.common_level, last.paired_experiments) == (summary["common_level"], summary["paired_experiments"])
+    if last.acceleration is not None:
+        reached = last.experiments_to_common_level
+        assert last.acceleration == pytest.approx(reached["random"] / reached["bo"])
+        assert last.main_experiments_to_control_best is None  # the unpaired counts are only read from older ledgers
     assert [e.iteration for e in compared] == sorted({e.iteration for e in compared})
 
 

@@ -3,6 +3,7 @@ seeded coin, the screen treats both arms alike, and a campaign can run without a
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from orchestrator.campaign import Campaign
@@ -154,20 +155,106 @@ def test_measured_in_the_summary_follows_the_dispatched_events(tmp_path):
     assert summary["measured"] == list(dict.fromkeys(dispatched)) and len(summary["measured"]) == 8
 
 
-@pytest.mark.parametrize("rows,acceleration,beats", [
-    # the main arm's best (3) beats the control's (2), but it needed 2 experiments where the control needed 1
-    ([("a", "bo", 1, 1), ("b", "random", 2, 2), ("c", "bo", 3, 3), ("d", "random", 0, 0)], 0.5, False),
-    # the main arm reaches the control's best with its first experiment; the control needed 2
-    ([("a", "bo", 5, 5), ("b", "random", 1, 1), ("c", "random", 5, 5)], 2.0, True),
-    # as fast as the control: acceleration 1 counts as beating it
-    ([("a", "bo", 5, 5), ("b", "random", 5, 5)], 1.0, True),
-    # never reaches the control's best
-    ([("a", "bo", 1, 1), ("b", "random", 5, 5), ("c", "bo", 2, 2)], None, False),
+@pytest.mark.parametrize("rows,level,reached,acceleration", [
+    # equal shares pair every result: the control reaches the common level 2 first
+    ([("a", "bo", 1, 1, 0), ("b", "random", 2, 2, 0), ("c", "bo", 3, 3, 1), ("d", "random", 0, 0, 1)],
+     2.0, {"bo": 2, "random": 1}, 0.5),
+    # the main arm reaches the common level 5 with its first experiment, the control with its second
+    ([("a", "bo", 5, 5, 0), ("b", "random", 1, 1, 0), ("c", "bo", 0, 0, 1), ("d", "random", 5, 5, 1)],
+     5.0, {"bo": 1, "random": 2}, 2.0),
+    # as fast as the control: a tie is not behind
+    ([("a", "bo", 5, 5, 0), ("b", "random", 5, 5, 0)], 5.0, {"bo": 1, "random": 1}, 1.0),
 ])
-def test_main_beats_control_agrees_with_the_acceleration(rows, acceleration, beats):
+def test_the_arms_are_compared_at_the_level_both_reached(rows, level, reached, acceleration):
     comparison = arm_comparison(rows, "bo", "random")
+    assert comparison["paired_experiments"] == len(rows) // 2
+    assert comparison["common_level"] == level and comparison["experiments_to_common_level"] == reached
     assert comparison["acceleration"] == acceleration
-    assert comparison["main_beats_control"] is beats
+    assert comparison["main_beats_control"] is (acceleration >= 1)
+
+
+def test_the_larger_share_is_thinned_to_the_smaller_by_a_seeded_draw():
+    # 3 main results and 1 control result per iteration: one of the main arm's is drawn each iteration. Drawn 9 in
+    # iteration 0, the main arm reaches the common level 8 first (acceleration 2); drawn 1 or 2, the common level is
+    # the main arm's best and both reach it together (acceleration 1).
+    rows = [("a", "bo", 1, 1, 0), ("b", "bo", 9, 9, 0), ("c", "bo", 2, 2, 0), ("d", "random", 3, 3, 0),
+            ("e", "bo", 4, 4, 1), ("f", "bo", 0, 0, 1), ("g", "bo", 0, 0, 1), ("h", "random", 8, 8, 1)]
+    by_seed = {seed: arm_comparison(rows, "bo", "random", seed=seed) for seed in range(60)}
+    assert all(c == arm_comparison(rows, "bo", "random", seed=seed) for seed, c in by_seed.items())
+    assert all(c["paired_experiments"] == 2 for c in by_seed.values())
+    assert all(c["arms"]["bo"]["n_lab"] == 6 and c["arms"]["bo"]["best_value"] == 9 for c in by_seed.values())
+    accelerations = [c["acceleration"] for c in by_seed.values()]
+    assert set(accelerations) == {1.0, 2.0}
+    assert 10 <= accelerations.count(2.0) <= 30  # 9 is drawn about once in three
+
+
+def test_every_hit_in_a_target_window_is_one_level():
+    # target ± 0.5: utilities -0.45 and -0.2 are both hits, so the arms tie in iteration 0; unclipped, the main arm
+    # would have to reach -0.2 and be behind
+    rows = [("a", "bo", -4.55, -0.45, 0), ("b", "random", -5.2, -0.2, 0),
+            ("c", "bo", -5.1, -0.1, 1), ("d", "random", -8.0, -3.0, 1)]
+    clipped = arm_comparison(rows, "bo", "random", ceiling=-0.5)
+    assert (clipped["common_level"], clipped["acceleration"], clipped["main_beats_control"]) == (-0.5, 1.0, True)
+    unclipped = arm_comparison(rows, "bo", "random")
+    assert (unclipped["common_level"], unclipped["acceleration"], unclipped["main_beats_control"]) == (-0.2, 0.5, False)
+
+
+def test_without_an_iteration_of_both_arms_nothing_is_compared():
+    comparison = arm_comparison([("a", "bo", 5, 5, 0), ("b", "random", 1, 1, 1)], "bo", "random")
+    assert comparison["acceleration"] is None and comparison["main_beats_control"] is False
+    assert comparison["paired_experiments"] == 0 and comparison["common_level"] is None
+    assert comparison["arms"]["bo"]["n_lab"] == 1
+
+
+def _a_a_campaigns(slots: tuple[str, ...], n_campaigns: int = 400, tolerance: float = 0.5):
+    """Synthetic A/A campaigns: one policy's lab order split into arms by ``slots`` (shuffled each iteration). Each
+    iteration's draws are exchangeable and succeed more often as the shared state grows; a hit is a utility within
+    ``tolerance`` of 0, and the campaign stops after the first iteration with a hit. Yields each campaign's rows."""
+    rng = np.random.default_rng(0)
+    for _ in range(n_campaigns):
+        rows = []
+        for iteration in range(100):
+            p_hit = min(0.9, 0.03 * (iteration + 1))
+            for j, arm in enumerate(rng.permutation(slots)):
+                is_hit = rng.random() < p_hit
+                utility = -rng.uniform(0, tolerance) if is_hit else -tolerance - rng.exponential(4 / (1 + iteration))
+                rows.append((f"{iteration}-{j}", str(arm), utility, utility, iteration))
+            if any(r[3] >= -tolerance for r in rows[-len(slots):]):
+                break
+        yield rows
+
+
+def _unpaired_acceleration(rows) -> float | None:
+    """The old definition: the control's own experiments to its best over the main arm's own experiments to match it."""
+    control = [r[3] for r in rows if r[1] == "control"]
+    main = [r[3] for r in rows if r[1] == "main"]
+    reached = next((n for n, u in enumerate(main, 1) if u >= max(control)), None)
+    return None if reached is None else (control.index(max(control)) + 1) / reached
+
+
+@pytest.mark.parametrize("slots", [("main", "main", "main", "control"), ("main", "main", "control", "control")],
+                         ids=["3:1", "2:2"])
+def test_an_a_a_split_of_one_policy_is_a_draw_at_any_share(slots):
+    comparisons, unpaired = [], []
+    for seed, rows in enumerate(_a_a_campaigns(slots)):
+        comparisons.append(arm_comparison(rows, "main", "control", seed=seed, ceiling=-0.5))
+        unpaired.append(_unpaired_acceleration(rows))
+    accelerations = np.array([c["acceleration"] for c in comparisons])
+    is_ahead, is_behind = np.mean(accelerations > 1), np.mean(accelerations < 1)
+    assert abs(is_ahead - is_behind) < 0.1, (is_ahead, is_behind)
+    beats = np.mean([c["main_beats_control"] for c in comparisons])
+    assert abs(beats - (1 - (is_ahead + is_behind) / 2)) < 0.05  # half of the untied, plus every tie
+    assert np.median(accelerations) == 1.0
+    assert 0.8 <= np.exp(np.mean(np.log(accelerations))) <= 1.25
+    # the unpaired definition lets the control win most of the same campaigns
+    assert np.mean([a is not None and a >= 1 for a in unpaired]) < 0.4
+
+
+def test_unpaired_counts_favour_the_arm_with_the_smaller_share():
+    # on a 3:1 A/A split the old definition halves the main arm's acceleration
+    unpaired = [a for a in map(_unpaired_acceleration, _a_a_campaigns(("main", "main", "main", "control")))
+                if a is not None]
+    assert np.exp(np.mean(np.log(unpaired))) < 0.7 and np.median(unpaired) <= 0.5
 
 
 def test_a_ledger_with_settled_conflicts_exports_imports_and_replays(tmp_path):
