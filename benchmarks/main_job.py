@@ -52,8 +52,11 @@ def run_seed(spec: Path, seed: int, extra: list[str]) -> dict:
     summary = json.loads(done.stdout)
     return {"seed": seed, "wall_s": wall_s, "n_lab": summary["n_lab"], "n_hits": summary["n_hits"],
             "is_hit": summary["n_hits"] > 0, "stop_reason": summary.get("stop_reason"),
-            "best_value": (summary.get("best") or {}).get("value"), "measured": summary.get("measured"),
+            "best_value": (summary.get("best") or {}).get("value"), "best_arm": (summary.get("best") or {}).get("arm"),
+            "measured": summary.get("measured"),
             "acceleration": summary.get("acceleration"), "main_beats_control": summary.get("main_beats_control"),
+            "paired_experiments": summary.get("paired_experiments"), "best_level": summary.get("best_level"),
+            "experiments_to_best_level": summary.get("experiments_to_best_level"),
             "arms": summary.get("arms"), "planner_stats": summary.get("planner_stats"),
             "compute_s": summary.get("compute_s"), "command": " ".join(command[1:4] + command[5:6] + extra)}
 
@@ -62,20 +65,24 @@ def render(report: dict) -> str:
     rows = report["runs"]
     ok = [r for r in rows if "error" not in r]
     lines = [f"{report['spec']} {' '.join(report['extra'])} (commit {report['code_commit']}, {report['date']})", "",
-             "| seed | hit | lab experiments | best value | acceleration | main beats control | llm fallback share | "
-             "llm differs from bo |", "| ---: | --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+             "| seed | hit | lab experiments | best value (arm) | paired | acceleration | main beats control | "
+             "llm fallback share | llm differs from bo |", "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['seed']} | error: {r['error'][0]} | | | | | | |")
+            lines.append(f"| {r['seed']} | error: {r['error'][0]} | | | | | | | |")
             continue
         llm = (r.get("planner_stats") or {}).get("llm") or {}
-        lines.append(f"| {r['seed']} | {'yes' if r['is_hit'] else 'no'} | {r['n_lab']} | {r['best_value']:.3g} | "
-                     f"{_fmt(r['acceleration'])} | {_fmt(r['main_beats_control'])} | "
+        best_arm = f" ({r['best_arm']})" if r.get("best_arm") else ""
+        lines.append(f"| {r['seed']} | {'yes' if r['is_hit'] else 'no'} | {r['n_lab']} | {r['best_value']:.3g}{best_arm} | "
+                     f"{_fmt(r.get('paired_experiments'))} | {_fmt(r['acceleration'])} | {_fmt(r['main_beats_control'])} | "
                      f"{_fmt(llm.get('fallback_share'))} | {_fmt(llm.get('differs_from_bo_share'))} |")
     accelerations = [r["acceleration"] for r in ok if r.get("acceleration") is not None]
+    compared = [r for r in ok if r.get("main_beats_control") is not None]
     lines += ["", f"hits: {sum(r['is_hit'] for r in ok)} of {len(rows)} seeds; median lab experiments "
-                  f"{np.median([r['n_lab'] for r in ok]) if ok else float('nan'):.3g}; median acceleration "
-                  f"{np.median(accelerations) if accelerations else float('nan'):.3g} over {len(accelerations)} seeds"]
+                  f"{np.median([r['n_lab'] for r in ok]) if ok else float('nan'):.3g}; main arm not behind its control "
+                  f"on {sum(bool(r['main_beats_control']) for r in compared)} of {len(compared)} seeds; median "
+                  f"acceleration {np.median(accelerations) if accelerations else float('nan'):.3g} over "
+                  f"{len(accelerations)} seeds"]
     return "\n".join(lines)
 
 

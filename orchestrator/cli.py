@@ -207,11 +207,16 @@ def _comparison_sentence(summary: dict[str, Any]) -> str:
     """The main arm against the control in one sentence (``summary.arm_comparison``)."""
     verdict = f"main arm {'beat' if summary['main_beats_control'] else 'did not beat'} the control"
     if summary.get("acceleration") is None:
-        return f"{verdict}: no iteration had lab results of both arms to pair."
-    reached = summary["experiments_to_common_level"]
-    return (f"{verdict}: on {summary['paired_experiments']} results each, paired by iteration, it reached the level "
-            f"both reached (utility {_fmt(summary['common_level'])}) after {reached[summary['main_arm']]} experiments, "
-            f"the control after {reached[summary['control_arm']]}; acceleration {summary['acceleration']:.2f}×.")
+        return f"{verdict}: no lab results of both arms to pair."
+    reached = summary["experiments_to_best_level"]
+    n = summary["paired_experiments"]
+
+    def after(arm: str) -> str:
+        return f"after {reached[arm]}" if reached[arm] <= n else f"not in {n}"
+
+    return (f"{verdict}: on {n} results each, paired by dispatch, it reached the best level either arm reached "
+            f"(utility {_fmt(summary['best_level'])}) {after(summary['main_arm'])} experiments, the control "
+            f"{after(summary['control_arm'])}; acceleration {summary['acceleration']:.2f}×.")
 
 
 @app.command()

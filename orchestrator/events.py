@@ -348,10 +348,11 @@ class PoolExtended(EventPayload):
 class ArmsCompared(EventPayload):
     """The running comparison of the main arm against the control, after each batch of new lab results.
 
-    The arms are compared paired, iteration by iteration, at the common level (``summary.arm_comparison``):
-    ``paired_experiments`` results per arm, ``common_level`` the lower of their best (clipped) utilities on them,
-    ``experiments_to_common_level`` each arm's paired results up to the first that reaches it, and ``acceleration``
-    the control's over the main arm's (>1: the main arm got there sooner); None without a pair.
+    The arms are compared paired by dispatch, at the best level either reached (``summary.arm_comparison``):
+    ``paired_experiments`` results per arm, ``best_level`` the better of their best (clipped) utilities on them,
+    ``experiments_to_best_level`` each arm's paired results up to the first that reaches it (one more than it had
+    when it never did), and ``acceleration`` the control's over the main arm's (>=1: the main arm got there no
+    later); None without a pair.
 
     Ledgers written before the paired comparison hold ``main_experiments_to_control_best`` and
     ``control_experiments_to_its_best`` instead, and their ``acceleration`` is the ratio of those (biased against
@@ -364,9 +365,9 @@ class ArmsCompared(EventPayload):
     control: str
     n_lab: dict[str, int] = Field(default_factory=dict, description="ok lab results per arm")
     best_utility: dict[str, float] = Field(default_factory=dict, description="best lab utility per arm")
-    common_level: float | None = Field(default=None, description="utility both arms reached on their paired results")
-    experiments_to_common_level: dict[str, int] = Field(
-        default_factory=dict, description="per arm, its paired results up to the first at the common level")
+    best_level: float | None = Field(default=None, description="the best utility either arm reached on its paired results")
+    experiments_to_best_level: dict[str, int] = Field(
+        default_factory=dict, description="per arm, its paired results up to the first at the best level (n + 1: never)")
     paired_experiments: int | None = Field(default=None, description="paired results per arm")
     acceleration: float | None = None
     main_experiments_to_control_best: int | None = Field(default=None, description="older ledgers only")

@@ -208,8 +208,8 @@ def _summary_pairs(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("simulated lab time (h)", summary["lab_hours"]),
         ("simulator compute (s)", summary["compute_s"]),
         ("results per arm paired by iteration", summary.get("paired_experiments")),
-        ("common level (utility both arms reached)", summary.get("common_level")),
-        ("experiments to the common level (main, control)", _main_and_control(summary, "experiments_to_common_level")),
+        ("best level (utility either arm reached, paired)", summary.get("best_level")),
+        ("experiments to the best level (main, control; n + 1: never)", _main_and_control(summary, "experiments_to_best_level")),
         ("acceleration of the main arm over the control", summary.get("acceleration")),
     ]
 

@@ -212,7 +212,10 @@ class PlannerSpec(_Spec):
     model: str | None = Field(
         default=None, description="llm arm: 'provider:model', a .gguf path, or None for the embedded SmolLM2")
     max_repair_rounds: int = Field(default=2, ge=0, description="llm arm: repair rounds before the bo fallback")
-    shortlist_size: int = Field(default=24, gt=0, description="llm arm: candidates offered to the model per call")
+    shortlist_size: int | None = Field(
+        default=None, gt=0, description="llm arm: the size of bo's batch the model chooses from per call; default "
+                                        "twice the proposals asked for, so a model that knows nothing measures bo's "
+                                        "next-best candidates")
     llm_tool_steps: int = Field(
         default=0, ge=0, description="llm arm: rounds in which a tool-calling model may call predict, simulate, "
                                      "history, similar and constraints itself (provider models that call tools; local "

@@ -26,24 +26,27 @@ def _label(canonical: str) -> str:
 
 def arm_comparison(results: Sequence[tuple[str, str, float, float, int]], main: str, control: str | None, *,
                    seed: int = 0, ceiling: float | None = None) -> dict[str, Any]:
-    """Per-arm lab use and best, and the main arm against the control in a paired comparison at the common level.
+    """Per-arm lab use and best, and the main arm against the control: experiments to the best level, paired.
 
     ``results`` are (candidate id, arm, value, utility, iteration dispatched in), in the order the lab returned them.
     Both arms plan on one shared state, so an arm's k-th experiment is worth comparing only with the other's made at
-    the same time: each iteration contributes k = min(main's, control's results of it) from each arm, the larger
-    arm's k chosen by a permutation seeded by (``seed``, iteration) and kept in lab order. Utilities are clipped at
+    the same time: within an iteration both arms dispatched in, as many results from each as the smaller has (the
+    larger arm's drawn by a generator seeded by ``seed``); across iterations of one arm each (an asynchronous lab),
+    each result of the rarer arm with one of the other's dispatched around it. The larger arm's other results inform
+    the shared state but are not compared. Utilities are clipped at
     ``ceiling`` (``-tolerance`` for a target objective, so every hit in the window is one level; None otherwise).
-    ``common_level`` is the lower of the two arms' best clipped utilities on their paired results;
-    ``experiments_to_common_level`` is each arm's 1-based position, in its paired results, of the first to reach it;
-    ``acceleration`` is the control's over the main arm's, and ``main_beats_control`` is ``acceleration >= 1`` (a
-    tie is not behind). Without a pair, acceleration is None and main_beats_control False. Splitting one policy's
-    lab order into two arms gives an acceleration of 1 in median at any share.
+    ``best_level`` is the better of the two arms' best clipped utilities on their paired results;
+    ``experiments_to_best_level`` is each arm's 1-based position, in its paired results, of the first to reach it,
+    and for an arm that never did, one more than it had (a lower bound). ``acceleration`` is the control's over the
+    main arm's, and ``main_beats_control`` is ``acceleration >= 1``: the main arm reached the best level either arm
+    reached, no later than the control (a tie is not behind). Without a pair, acceleration is None and
+    main_beats_control False. Splitting one policy's lab order into two arms is a draw at any share.
 
     Example:
         >>> rows = [("a", "bo", 1, 1, 0), ("b", "random", 2, 2, 0), ("c", "bo", 3, 3, 1), ("d", "random", 0, 0, 1)]
         >>> c = arm_comparison(rows, "bo", "random")
-        >>> c["common_level"], c["experiments_to_common_level"], c["acceleration"], c["main_beats_control"]
-        (2.0, {'bo': 2, 'random': 1}, 0.5, False)
+        >>> c["best_level"], c["experiments_to_best_level"], c["acceleration"], c["main_beats_control"]
+        (3.0, {'bo': 2, 'random': 3}, 1.5, True)
         >>> hits = [("a", "bo", -4.8, -0.3, 0), ("b", "random", -5.1, -0.1, 0)]  # target -5 ± 0.5: both hit
         >>> arm_comparison(hits, "bo", "random", ceiling=-0.5)["acceleration"]
         1.0
@@ -62,12 +65,13 @@ def arm_comparison(results: Sequence[tuple[str, str, float, float, int]], main: 
     out["best_utility"] = {a: e["_best_u"] for a, e in arms.items()}
     out["paired_experiments"] = len(paired[main])
     if not paired[main]:
-        out.update(common_level=None, experiments_to_common_level={}, acceleration=None, main_beats_control=False)
+        out.update(best_level=None, experiments_to_best_level={}, acceleration=None, main_beats_control=False)
         return out
-    level = min(max(paired[main]), max(paired[control]))
-    reached = {arm: next(n for n, u in enumerate(paired[arm], 1) if u >= level) for arm in (main, control)}
+    level = max(max(paired[main]), max(paired[control]))
+    reached = {arm: next((n for n, u in enumerate(paired[arm], 1) if u >= level), len(paired[arm]) + 1)
+               for arm in (main, control)}
     acceleration = reached[control] / reached[main]
-    out.update(common_level=float(level), experiments_to_common_level=reached, acceleration=acceleration,
+    out.update(best_level=float(level), experiments_to_best_level=reached, acceleration=acceleration,
                main_beats_control=acceleration >= 1)
     return out
 
@@ -80,21 +84,38 @@ def comparison_ceiling(objective: ObjectiveSpec) -> float | None:
 
 def _paired_utilities(results: Sequence[tuple[str, str, float, float, int]], pair: tuple[str, str], seed: int,
                       ceiling: float | None) -> dict[str, list[float]]:
-    """Each arm's clipped utilities on its paired results, in lab order: per iteration, as many from each arm as the
-    smaller has, the larger arm's drawn by a permutation seeded by (seed, iteration)."""
-    positions: dict[tuple[int, str], list[int]] = {}
-    for n, (_, arm, _, _, iteration) in enumerate(results):
-        if arm in pair:
-            positions.setdefault((iteration, arm), []).append(n)
+    """Each arm's clipped utilities on its paired results, in dispatch order (iteration, then lab order).
+
+    An iteration in which both arms dispatched pairs within itself: as many from each arm as the smaller has, the
+    larger arm's drawn by a permutation seeded by (seed, iteration). The other results (an asynchronous lab frees
+    one slot at a time, so an iteration often has one arm only) pair across iterations: the arm with fewer of them
+    anchors, every result of the other joins the anchor dispatched nearest to it (ties to the earlier), and each
+    anchor is paired with one of those drawn by a generator seeded by (seed, anchor's iteration, "anchor"); an anchor
+    nobody joined stays unpaired.
+    """
+    rows = sorted((r[4], n, r[1]) for n, r in enumerate(results) if r[1] in pair)
+    arms_of = {}
+    for it, _, arm in rows:
+        arms_of.setdefault(it, set()).add(arm)
     kept: set[int] = set()
-    for iteration in sorted({i for i, _ in positions}):
-        first, second = (positions.get((iteration, arm), []) for arm in pair)
-        k = min(len(first), len(second))
-        for own in (first, second):
-            chosen = own if len(own) == k else derive_rng(seed, iteration, "arm-comparison").permutation(own)[:k]
-            kept.update(int(n) for n in chosen)
-    return {arm: [min(r[3], ceiling) if ceiling is not None else r[3] for n, r in enumerate(results)
-                  if n in kept and r[1] == arm] for arm in pair}
+    for it in (i for i, arms in arms_of.items() if len(arms) == 2):
+        own = [[n for i, n, a in rows if i == it and a == arm] for arm in pair]
+        k = min(map(len, own))
+        for members in own:
+            drawn = members if len(members) == k else derive_rng(seed, it, "arm-comparison").permutation(members)[:k]
+            kept.update(int(n) for n in drawn)
+    alone = {arm: [(it, n) for it, n, a in rows if a == arm and len(arms_of[it]) == 1] for arm in pair}
+    anchor_arm, other_arm = sorted(pair, key=lambda arm: (len(alone[arm]), pair.index(arm)))
+    anchors = alone[anchor_arm]
+    joined: dict[int, list[int]] = {}
+    for it, n in alone[other_arm] if anchors else ():
+        nearest = min(range(len(anchors)), key=lambda j: (abs(anchors[j][0] - it), abs(anchors[j][1] - n), j))
+        joined.setdefault(nearest, []).append(n)
+    for j, members in joined.items():
+        it, n = anchors[j]
+        kept.update((n, int(derive_rng(seed, it, "arm-comparison", "anchor", n).choice(members))))
+    return {arm: [min(results[n][3], ceiling) if ceiling is not None else results[n][3] for _, n, a in rows
+                  if n in kept and a == arm] for arm in pair}
 
 
 def measured_order(ledger: Ledger, campaign_id: str) -> list[str]:

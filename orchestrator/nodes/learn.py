@@ -113,8 +113,8 @@ def _arms_compared(ctx: CampaignContext, iteration: int, history) -> ArmsCompare
         iteration=iteration, main=main, control=control,
         n_lab={arm: entry["n_lab"] for arm, entry in comparison["arms"].items()},
         best_utility=comparison["best_utility"],
-        common_level=comparison["common_level"],
-        experiments_to_common_level=comparison["experiments_to_common_level"],
+        best_level=comparison["best_level"],
+        experiments_to_best_level=comparison["experiments_to_best_level"],
         paired_experiments=comparison["paired_experiments"],
         acceleration=comparison["acceleration"],
     )

@@ -9,9 +9,10 @@ The graph, per ``propose`` call::
                                   fallback ◀─ repair
 
 - ``gather`` asks the campaign's bo arm for two things on the same state: its batch of ``n`` (what bo would
-  propose here, to measure the model against) and its diversified batch of ``shortlist_size`` (Kriging believer,
-  pending-aware; a seeded random or rung-ranked design before the surrogate exists). bo's batch plus the rest of the
-  larger one is the **shortlist**, which bounds the worst case. It is shown in a seeded random order, labelled
+  propose here, to measure the model against) and its diversified batch of ``shortlist_size`` (default ``2 n``;
+  Kriging believer, pending-aware; a seeded random or rung-ranked design before the surrogate exists). bo's batch
+  plus the rest of the larger one is the **shortlist**, which bounds the worst case: a model that knows nothing
+  measures bo's next-best candidates instead of some of its best. It is shown in a seeded random order, labelled
   ``c00``, ``c01``, …, so that a model that takes the first option is not bo in disguise. Each row carries what the
   planner knows: the surrogate's mean and sd, rung values where known, and novelty (distance to the nearest lab
   result). The tool results (constraints, history, similar) complete the prompt's DATA block.
@@ -137,8 +138,9 @@ class LLMPlanner:
             ``llm_models.load_chat_model``); loaded on the first call that is not answered from the recorder.
         chat_model: a ready LangChain chat model instead of ``model`` (tests pass scripted fakes).
         max_repair_rounds: repair calls after the first proposal call.
-        shortlist_size: the size of bo's diversified batch the shortlist is drawn from (at least ``n``); a local
-            model's soft prompt budget may show it fewer rows, never fewer than ``2 n``.
+        shortlist_size: the size of bo's diversified batch the shortlist is drawn from (at least ``n``); default
+            None: ``2 n``, so the model may swap any of bo's picks for bo's next-best ones. A local model's soft
+            prompt budget may show it fewer rows, never fewer than ``2 n``.
         recorder: where model calls are recorded and replayed from; default: an in-memory recorder.
         simulate_fn: the campaign's cheap rungs for the ``simulate`` tool (``{candidate id: {property: value}}``).
         max_tool_steps: ReAct steps in which a tool-calling model may call the tools itself; 0 puts the tool
@@ -164,8 +166,6 @@ class LLMPlanner:
     """The campaign fits its GP for this arm: the shortlist, the predictions and the fallbacks read it."""
     uses_ladder = True
     """The campaign surveys its proxy rungs for this arm: the shortlist (bo's) and the prompt's rung columns use them."""
-    uses_surrogate = True  # its shortlist and tools read the campaign's GP
-    uses_ladder = True  # and that GP's ladder prior, like the bo arm it falls back to
 
     def __init__(
         self,
@@ -173,7 +173,7 @@ class LLMPlanner:
         *,
         chat_model: Any | None = None,
         max_repair_rounds: int = 2,
-        shortlist_size: int = 24,
+        shortlist_size: int | None = None,
         recorder: LLMCallRecorder | None = None,
         simulate_fn: SimulateFn | None = None,
         max_tool_steps: int = 0,
@@ -184,7 +184,7 @@ class LLMPlanner:
         max_prompt_chars: int | None = None,
         bo_planner: Any | None = None,
     ):
-        if max_repair_rounds < 0 or shortlist_size < 1 or max_tool_steps < 0:
+        if max_repair_rounds < 0 or (shortlist_size is not None and shortlist_size < 1) or max_tool_steps < 0:
             raise SetupError(f"{max_repair_rounds=} and {max_tool_steps=} must be >= 0 and {shortlist_size=} >= 1")
         self.model = model
         self.max_repair_rounds = max_repair_rounds
@@ -373,7 +373,7 @@ class _Run:
         bo = self.planner.bo(self.context)
         index = self.context.pool.index
         self.bo_picks = [index[p.candidate.id] for p in bo.propose(self.context, self.n)]
-        size = max(self.planner.shortlist_size, self.n)
+        size = max(self.planner.shortlist_size or 2 * self.n, self.n)
         wider = [index[p.candidate.id] for p in bo.propose(self.context, size)] if size > len(self.bo_picks) else []
         rows = list(dict.fromkeys(self.bo_picks + wider))
         return [i for i in rows if i in self.available][:size]

@@ -188,9 +188,9 @@ def test_running_acceleration_is_recorded_and_summarised(finished):
     assert (last.main, last.control) == ("bo", "random")
     assert sum(last.n_lab.values()) == summary["n_lab"] - summary["n_lab_failed"]
     assert last.acceleration == summary["acceleration"]
-    assert (last.common_level, last.paired_experiments) == (summary["common_level"], summary["paired_experiments"])
+    assert (last.best_level, last.paired_experiments) == (summary["best_level"], summary["paired_experiments"])
     if last.acceleration is not None:
-        reached = last.experiments_to_common_level
+        reached = last.experiments_to_best_level
         assert last.acceleration == pytest.approx(reached["random"] / reached["bo"])
         assert last.main_experiments_to_control_best is None  # the unpaired counts are only read from older ledgers
     assert [e.iteration for e in compared] == sorted({e.iteration for e in compared})

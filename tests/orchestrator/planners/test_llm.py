@@ -172,15 +172,15 @@ def test_the_shortlist_is_bos_batch_shown_in_a_seeded_random_order(which, cold_c
     planner = LLMPlanner(chat_model=model)
     planner.propose(context, 3)
     shortlist = shown(planner)
-    assert list(shortlist) == [f"c{k:02d}" for k in range(24)]
-    # bo's batch of 3 on this state, then the rest of its diversified batch of 24: the worst case is bo's.
-    bo_3, bo_24 = bo_batch(context, 3), bo_batch(context, 24)
-    assert set(bo_3) < set(shortlist.values()) <= set(bo_3) | set(bo_24)
-    if which == "warm":  # bo's greedy batch of 24 begins with its batch of 3
-        assert set(shortlist.values()) == set(bo_24)
+    assert list(shortlist) == [f"c{k:02d}" for k in range(6)]
+    # bo's batch of 3 on this state, then the rest of its diversified batch of 2 × 3: at worst, bo's next best.
+    bo_3, bo_6 = bo_batch(context, 3), bo_batch(context, 6)
+    assert set(bo_3) < set(shortlist.values()) <= set(bo_3) | set(bo_6)
+    if which == "warm":  # bo's greedy batch of 6 begins with its batch of 3
+        assert set(shortlist.values()) == set(bo_6)
     assert planner.last_run["bo_picks"] == bo_batch(context, 3)
     ranks = list(planner.last_run["shortlist_bo_rank"].values())
-    assert sorted(ranks) == list(range(24)) and ranks != sorted(ranks), "shown in bo's order"
+    assert sorted(ranks) == list(range(6)) and ranks != sorted(ranks), "shown in bo's order"
     rows = data_of(model.prompts[0][1].content)["shortlist"]
     assert [row[0] for row in rows["rows"]] == list(shortlist)
     if which == "warm":
@@ -191,6 +191,9 @@ def test_the_shortlist_is_bos_batch_shown_in_a_seeded_random_order(which, cold_c
     again = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer("c00", "c01", "c02")]))
     again.propose(context, 3)
     assert shown(again) == shortlist, "the order is seeded"
+    wide = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer("c00", "c01", "c02")]), shortlist_size=24)
+    wide.propose(context, 3)
+    assert len(shown(wide)) == 24 and set(bo_3) < set(shown(wide).values())
     other = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer("c00", "c01", "c02")]))
     other.propose(PlanningContext(**{**context.__dict__, "seed": context.seed + 1}), 3)
     assert list(shown(other).values()) != list(shortlist.values())
@@ -198,7 +201,7 @@ def test_the_shortlist_is_bos_batch_shown_in_a_seeded_random_order(which, cold_c
 
 def test_a_model_that_picks_the_last_shortlist_entry_gets_it(warm_context):
     model = ScriptedChatModel(responses=[answer("c23", "c22")])
-    planner = LLMPlanner(chat_model=model)
+    planner = LLMPlanner(chat_model=model, shortlist_size=24)  # default: twice the batch
     proposals = planner.propose(warm_context, 2)
     assert [p.candidate.id for p in proposals] == [shown(planner)["c23"], shown(planner)["c22"]]
     assert planner.last_run["n_fallback"] == 0
@@ -402,7 +405,7 @@ def test_a_2000_result_history_gives_a_bounded_prompt(long_campaign):
     assert sum(len(m.content) for m in prompt) < MAX_PROMPT_CHARS
     data = data_of(prompt[1].content)
     assert data["history"]["n_results"] == 2000 and len(data["history"]["best"]) == 5
-    assert len(data["shortlist"]["rows"]) == 24
+    assert len(data["shortlist"]["rows"]) == 10  # twice the batch
 
 
 def test_tool_outputs_are_short_json_and_never_show_the_ground_truth(long_campaign):
@@ -434,16 +437,16 @@ def test_similar_uses_tanimoto_for_molecules(warm_context):
 
 # --------------------------------------------------------------------------------------------------- ReAct
 def test_a_tool_calling_model_calls_the_tools_and_its_steps_are_recorded(warm_context):
-    final = AIMessage(content="", tool_calls=[{"name": "propose_experiments", "args": json.loads(answer("c03")), "id": "p1"}])
+    final = AIMessage(content="", tool_calls=[{"name": "propose_experiments", "args": json.loads(answer("c01")), "id": "p1"}])
     model = ToolCallingScriptedModel(responses=[
-        AIMessage(content="", tool_calls=[{"name": "predict", "args": {"candidate_ids": ["c00", "c03"]}, "id": "t1"}]),
-        AIMessage(content="c03 looks good"),
+        AIMessage(content="", tool_calls=[{"name": "predict", "args": {"candidate_ids": ["c00", "c01"]}, "id": "t1"}]),
+        AIMessage(content="c01 looks good"),
         final,
     ])
     recorder = InMemoryLLMRecorder()
     planner = LLMPlanner(chat_model=model, recorder=recorder, max_tool_steps=3)
     proposals = planner.propose(warm_context, 1)
-    assert proposals[0].candidate.id == shown(planner)["c03"] and proposals[0].hypothesis == "h-c03"
+    assert proposals[0].candidate.id == shown(planner)["c01"] and proposals[0].hypothesis == "h-c01"
     tool_result = model.prompts[1][-1]
     assert tool_result.type == "tool" and "pred_distance" in tool_result.content
     assert list(recorder.calls) == ["it1:llm:0", "it1:llm:1", "it1:llm:2"]
