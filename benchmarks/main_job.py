@@ -66,16 +66,18 @@ def render(report: dict) -> str:
     ok = [r for r in rows if "error" not in r]
     lines = [f"{report['spec']} {' '.join(report['extra'])} (commit {report['code_commit']}, {report['date']})", "",
              "| seed | hit | lab experiments | best value (arm) | paired | acceleration | main beats control | "
-             "llm fallback share | llm differs from bo |", "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+             "llm fallback share | llm differs from bo | llm lab picks bo would not make |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['seed']} | error: {r['error'][0]} | | | | | | | |")
+            lines.append(f"| {r['seed']} | error: {r['error'][0]} | | | | | | | | |")
             continue
         llm = (r.get("planner_stats") or {}).get("llm") or {}
         best_arm = f" ({r['best_arm']})" if r.get("best_arm") else ""
         lines.append(f"| {r['seed']} | {'yes' if r['is_hit'] else 'no'} | {r['n_lab']} | {r['best_value']:.3g}{best_arm} | "
                      f"{_fmt(r.get('paired_experiments'))} | {_fmt(r['acceleration'])} | {_fmt(r['main_beats_control'])} | "
-                     f"{_fmt(llm.get('fallback_share'))} | {_fmt(llm.get('differs_from_bo_share'))} |")
+                     f"{_fmt(llm.get('fallback_share'))} | {_fmt(llm.get('differs_from_bo_share'))} | "
+                     f"{llm.get('n_lab_differs_from_bo', '—')} of {llm.get('n_lab', '—')} |")
     accelerations = [r["acceleration"] for r in ok if r.get("acceleration") is not None]
     compared = [r for r in ok if r.get("main_beats_control") is not None]
     lines += ["", f"hits: {sum(r['is_hit'] for r in ok)} of {len(rows)} seeds; median lab experiments "
