@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -46,6 +46,7 @@ def run_seed(spec: Path, seed: int, extra: list[str]) -> dict:
         start = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         wall_s = time.perf_counter() - start
+        rows = _lab_rows(Path(workdir) / "run.db") if done.returncode == 0 else []
     if done.returncode != 0:
         return {"seed": seed, "error": done.stderr.strip().splitlines()[-1:] or ["exit " + str(done.returncode)],
                 "wall_s": wall_s}
@@ -58,7 +59,22 @@ def run_seed(spec: Path, seed: int, extra: list[str]) -> dict:
             "paired_experiments": summary.get("paired_experiments"), "best_level": summary.get("best_level"),
             "experiments_to_best_level": summary.get("experiments_to_best_level"),
             "arms": summary.get("arms"), "planner_stats": summary.get("planner_stats"),
-            "compute_s": summary.get("compute_s"), "command": " ".join(command[1:4] + command[5:6] + extra)}
+            "compute_s": summary.get("compute_s"), "command": " ".join(command[1:4] + command[5:6] + extra),
+            "lab_rows": rows}
+
+
+def _lab_rows(db: Path) -> list[list]:
+    """Every lab job of the run as [candidate id, arm, iteration, dispatched seq, value], in dispatch order, so a
+    comparison can be recomputed from the JSON without re-running the campaign."""
+    from orchestrator.ledger import Ledger
+
+    ledger = Ledger.open(str(db))
+    try:
+        (campaign_id,) = [c.id for c in ledger.campaigns()]
+        jobs = sorted(ledger.lab_jobs(campaign_id), key=lambda j: j.dispatched_seq)
+        return [[j.candidate_id, j.arm, j.iteration, j.dispatched_seq, j.value] for j in jobs]
+    finally:
+        ledger.close()
 
 
 def render(report: dict) -> str:
@@ -108,15 +124,16 @@ def main(argv: list[str] | None = None) -> None:
         return
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        runs = list(pool.map(lambda s: run_seed(args.spec, s, extra), _seeds(args.seeds)))
     report = {"spec": str(args.spec.relative_to(ROOT) if args.spec.is_relative_to(ROOT) else args.spec),
               "extra": extra, "seeds": _seeds(args.seeds), "code_commit": commit or "unknown",
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": {"cpu": platform.processor() or platform.machine(), "n_cpu": os.cpu_count()},
-              "wall_s_total": time.perf_counter() - start, "runs": runs}
+              "machine": {"cpu": platform.processor() or platform.machine(), "n_cpu": os.cpu_count()}, "runs": []}
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:  # the file is rewritten as each seed finishes
+        for future in as_completed([pool.submit(run_seed, args.spec, s, extra) for s in _seeds(args.seeds)]):
+            report["runs"] = sorted([*report["runs"], future.result()], key=lambda r: r["seed"])
+            report["wall_s_total"] = time.perf_counter() - start
+            out.write_text(json.dumps(report, indent=2) + "\n")
     print(render(report))
     print(f"\nwritten to {out}")
 

@@ -15,7 +15,8 @@ class LabHistory:
     """Lab jobs so far.
 
     ``results`` holds (candidate id, arm, value, utility) of successful jobs in the order they were observed, and
-    ``iterations`` the iteration each of them was dispatched in (-1 for an imported past result); ``failures``
+    ``iterations`` the iteration each of them was dispatched in and ``dispatched_seqs`` the ledger sequence of its
+    dispatch (-1 for an imported past result); ``failures``
     holds (job key, candidate id, arm, reason) of failed ones. ``tested`` are candidates with at least one job;
     ``pending`` candidates have a job in the lab now.
     """
@@ -27,6 +28,7 @@ class LabHistory:
     n_dispatched: int
     n_by_arm: dict[str, int] = field(default_factory=dict)
     iterations: tuple[int, ...] = ()
+    dispatched_seqs: tuple[int, ...] = ()
 
     @property
     def best(self) -> tuple[str, str, float, float] | None:
@@ -60,6 +62,7 @@ def lab_history(ctx: CampaignContext) -> LabHistory:
         n_dispatched=len(jobs),
         n_by_arm=n_by_arm,
         iterations=tuple(-1 for _ in imported) + tuple(j.iteration for j in done),
+        dispatched_seqs=tuple(-1 for _ in imported) + tuple(j.dispatched_seq for j in done),
     )
 
 

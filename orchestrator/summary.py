@@ -28,11 +28,13 @@ def arm_comparison(results: Sequence[tuple[str, str, float, float, int]], main: 
                    seed: int = 0, ceiling: float | None = None) -> dict[str, Any]:
     """Per-arm lab use and best, and the main arm against the control: experiments to the best level, paired.
 
-    ``results`` are (candidate id, arm, value, utility, iteration dispatched in), in the order the lab returned them.
-    Both arms plan on one shared state, so an arm's k-th experiment is worth comparing only with the other's made at
-    the same time: within an iteration both arms dispatched in, as many results from each as the smaller has (the
-    larger arm's drawn by a generator seeded by ``seed``); across iterations of one arm each (an asynchronous lab),
-    each result of the rarer arm with one of the other's dispatched around it. The larger arm's other results inform
+    ``results`` are (candidate id, arm, value, utility, iteration dispatched in), in dispatch order (within an
+    iteration an arm's jobs go out in the screen's rank order). Both arms plan on one shared state, so an arm's
+    experiment is worth comparing only with the other's made at the same time and with the same standing: within an
+    iteration both arms dispatched in, each arm's first k (k = the smaller arm's count), i.e. rank for rank, so the
+    larger arm's first choices meet the smaller arm's only choices; across iterations of one arm each (an
+    asynchronous lab, every job its arm's first choice then), each result of the rarer arm with one of the other's
+    dispatched around it, drawn by a generator seeded by ``seed``. The larger arm's other results inform
     the shared state but are not compared. Utilities are clipped at
     ``ceiling`` (``-tolerance`` for a target objective, so every hit in the window is one level; None otherwise).
     ``best_level`` is the better of the two arms' best clipped utilities on their paired results;
@@ -86,8 +88,10 @@ def _paired_utilities(results: Sequence[tuple[str, str, float, float, int]], pai
                       ceiling: float | None) -> dict[str, list[float]]:
     """Each arm's clipped utilities on its paired results, in dispatch order (iteration, then lab order).
 
-    An iteration in which both arms dispatched pairs within itself: as many from each arm as the smaller has, the
-    larger arm's drawn by a permutation seeded by (seed, iteration). The other results (an asynchronous lab frees
+    An iteration in which both arms dispatched pairs within itself, rank for rank: each arm's first k results in
+    dispatch order, k the smaller arm's count. (A random draw from the larger arm would pit its average pick against
+    the smaller arm's best: with one shared ranking and a coin on shared picks, even an A/A split then favours the
+    smaller arm.) The other results (an asynchronous lab frees
     one slot at a time, so an iteration often has one arm only) pair across iterations: the arm with fewer of them
     anchors, every result of the other joins the anchor dispatched nearest to it (ties to the earlier), and each
     anchor is paired with one of those drawn by a generator seeded by (seed, anchor's iteration, "anchor"); an anchor
@@ -102,8 +106,7 @@ def _paired_utilities(results: Sequence[tuple[str, str, float, float, int]], pai
         own = [[n for i, n, a in rows if i == it and a == arm] for arm in pair]
         k = min(map(len, own))
         for members in own:
-            drawn = members if len(members) == k else derive_rng(seed, it, "arm-comparison").permutation(members)[:k]
-            kept.update(int(n) for n in drawn)
+            kept.update(members[:k])
     alone = {arm: [(it, n) for it, n, a in rows if a == arm and len(arms_of[it]) == 1] for arm in pair}
     anchor_arm, other_arm = sorted(pair, key=lambda arm: (len(alone[arm]), pair.index(arm)))
     anchors = alone[anchor_arm]
@@ -132,8 +135,9 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     labels = {row.candidate_id: _label(row.canonical) for row in ledger.candidates(campaign_id)}
     everything = [e.typed() for e in ledger.events(campaign_id, types=[Observed.type])]
     observed = [o for o in everything if o.provenance == "lab"]  # imported past results are history, not this campaign
+    dispatched_seq = {job.job_key: job.dispatched_seq for job in ledger.lab_jobs(campaign_id)}
     results = [(o.candidate_id, o.arm, o.value, spec.objective.utility(o.value), o.iteration)
-               for o in observed if o.status == "ok"]
+               for o in sorted(observed, key=lambda o: dispatched_seq.get(o.job_key, -1)) if o.status == "ok"]
     best = max(results, key=lambda r: r[3], default=None)
     compute_s = sum(e.payload["observation"].get("cost_s", 0.0) for e in ledger.events(campaign_id, types=[Simulated.type]))
     compute_s += sum(e.payload["cost_s"] for e in ledger.events(campaign_id, types=[RungSurveyed.type]))

@@ -107,7 +107,9 @@ def _arms_compared(ctx: CampaignContext, iteration: int, history) -> ArmsCompare
     arms = {r[1] for r in history.results}
     if control is None or not {main, control} <= arms:
         return None
-    rows = [(*r, dispatched) for r, dispatched in zip(history.results, history.iterations, strict=True)]
+    # in dispatch order: within an iteration an arm's jobs go out in the screen's rank order
+    rows = [(*r, iteration) for _, r, iteration in
+            sorted(zip(history.dispatched_seqs, history.results, history.iterations, strict=True), key=lambda t: t[0])]
     comparison = arm_comparison(rows, main, control, seed=ctx.seed, ceiling=comparison_ceiling(ctx.spec.objective))
     return ArmsCompared(
         iteration=iteration, main=main, control=control,
