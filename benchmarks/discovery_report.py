@@ -52,7 +52,7 @@ def dataset_table(report: dict) -> list[str]:
         af = report["af_vs_random"].get(arm)
         ratio = "" if reference is None or arm == "botorch" else f"{s['experiments_to_top1']['median'] / reference:.2f}×"
         cost_days = s["total_cost_s"] / 86400.0
-        label = arm if is_campaign_bench(arm_commit(report, arm)) else f"{arm} (old bench, {arm_commit(report, arm)})"
+        label = arm if is_campaign_bench(arm_commit(report, arm)) else f"{arm} (old bench, {arm_commit(report, arm) or '?'})"
         lines.append(f"| {label} | {_q(s['experiments_to_top1'])} | {_q(s['experiments_to_top5'])} | "
                      f"{s['hit_rate_top1'] * 100:.0f} % | {_q(s['best_at_budget'])} | "
                      f"{'' if af is None else f'{af:.2f}'} | {ratio} | {cost_days:.4g} | {s['wall_s']:.1f} |")
@@ -99,7 +99,8 @@ def goal_table(reports: dict[str, dict], datasets: dict) -> list[str]:
         cheap = _median(report, "cheap-first")
         by_rung = "" if bo is None or cheap is None or not has_rung else f"{bo / cheap:.2f}"
         if bo is None or ref is None:
-            ratio, met = "", "botorch not run"
+            ratio = ""
+            met = "old bench; not re-run as campaigns yet" if {"bo", "botorch"} & set(report["arms"]) else "botorch not run"
         else:
             ratio, met = f"{bo / ref:.2f}", ("yes" if bo / ref <= goal else "no")
         rung = datasets[name]["rungs"][0].split("=")[0] if has_rung else "—"
