@@ -23,7 +23,7 @@ from .base import PlanningContext
 from .random_arm import RandomPlanner
 
 __all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
-           "choose_kernel", "fit_surrogate_state", "folded_utility_moments", "state_prior", "surrogate_fits_values",
+           "choose_kernel", "cold_start_count", "fit_surrogate_state", "folded_utility_moments", "state_prior", "surrogate_fits_values",
            "surrogate_targets"]
 
 
@@ -213,7 +213,8 @@ def campaign_utility_model(context: PlanningContext) -> LabUtilityModel:
 class BOPlanner:
     """Proposes the batch that maximises log expected improvement, treating pending jobs as fantasies.
 
-    Until the surrogate has been fitted (``n_initial`` lab results), it proposes a random initial design.
+    Until the surrogate has been fitted (``n_initial`` lab results), it proposes an initial design: random, or led by
+    the cheapest surveyed rung (``cold_start_count``).
 
     With a target objective and the lab values in the context (``PlanningContext.values``), it models the values
     (``models_values``) and ranks by the expected improvement of the folded utility.
@@ -285,12 +286,13 @@ class BOPlanner:
         return np.where(np.isfinite(utility), utility, -np.inf)  # a failed rung: measured last
 
     def _initial_design(self, context: PlanningContext, n: int) -> list[Proposal]:
-        """Random, or with a prior: the best ceil(n/2) by the prior plus random picks (spread for calibrating it)."""
+        """Random, or with a prior: the best by the prior (``cold_start_share``), then random picks."""
         prior_utility = self._cold_start_utility(context)
         by_prior, rest = np.zeros(0, dtype=int), context
         if prior_utility is not None:
             available = np.asarray(context.available, dtype=int)
-            by_prior = available[np.argsort(-prior_utility[available], kind="stable")[: (n + 1) // 2]]
+            n_prior = cold_start_count(context.spec.objective.direction, n)
+            by_prior = available[np.argsort(-prior_utility[available], kind="stable")[:n_prior]]
             rest = dataclasses.replace(context, available=available[~np.isin(available, by_prior)])
         picks = [context.pool.candidates[int(i)] for i in by_prior]
         proposals = [Proposal(candidate=c, arm="bo", hypothesis="initial design: best by the prior mean",
@@ -340,6 +342,21 @@ class BOPlanner:
                 )
             )
         return proposals
+
+
+def cold_start_count(direction: str, n: int) -> int:
+    """How many of a first batch of ``n`` follow an uncalibrated rung's ranking; the rest are drawn at random.
+
+    To maximise or minimise, every increasing calibration ranks the pool as the raw rung does, so the rung's order is
+    the best guess before any lab result, whatever its calibration turns out to be: all ``n``. For a target, the
+    order depends on the calibration (an offset moves which candidates sit near the target), so half (rounded up)
+    follow the raw rung and half are spread at random for the calibration to be fitted on.
+
+    Example:
+        >>> cold_start_count("maximize", 5), cold_start_count("target", 5)
+        (5, 3)
+    """
+    return n if direction in ("maximize", "minimize") else (n + 1) // 2
 
 
 def _utility_to_value(context: PlanningContext, utility: float) -> float | None:

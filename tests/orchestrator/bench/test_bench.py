@@ -121,9 +121,23 @@ def test_a_perfect_rung_makes_bo_start_from_the_rungs_best_and_bo_sf_ignores_it(
     problem = _problem(config, tmp_path)
     best = int(np.argmax(problem.values))
     record = run_arm(problem, "bo", 0)
-    assert record.order[0] == best  # half the initial design follows the surveyed rung before any calibration
+    assert record.order[0] == best  # to maximise, the initial design follows the surveyed rung before any calibration
     single = run_arm(problem, "bo-sf", 0)
     assert single.order[0] != best and single.rung_cost_s == 0 and single.n_rung_evaluations == 0
+
+
+def test_the_cold_start_follows_the_rung_wholly_to_maximise_and_by_half_for_a_target(tiny_categorical_pool, tmp_path):
+    for objective, n_by_rung in (("maximize:y", 5), ("target:y:1.0:0.2", 3)):
+        config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective=objective,
+                             rungs=(parse_rung("cheap=perfect"),), lab_budget=5, seeds=1, arms=("bo",), batch=5)
+        problem = _problem(config, tmp_path / objective.split(":")[0])
+        utility = np.asarray([problem.spec.objective.utility(v) for v in problem.values])
+        by_rung = set(np.argsort(-utility, kind="stable")[:n_by_rung].tolist())
+        first_batch = set(run_arm(problem, "bo", 0).order[:5])
+        assert by_rung <= first_batch, objective
+        if n_by_rung < 5:  # the rest are spread for the calibration, not the rung's next best
+            next_best = set(np.argsort(-utility, kind="stable")[n_by_rung:5].tolist())
+            assert first_batch - by_rung != next_best
 
 
 def test_a_target_objective_fits_values_with_a_value_prior(tiny_categorical_pool, tmp_path):
