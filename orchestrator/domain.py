@@ -430,6 +430,9 @@ class Proposal(_Frozen):
     is_fallback: bool = Field(default=False, description="filled in by the bo arm after the llm arm's repair rounds ran out")
     is_bo_pick: bool | None = Field(
         default=None, description="llm arms: whether the bo arm, planning the same state for the same n, proposed it too")
+    is_anchor: bool = Field(
+        default=False, description="llm arms: the surrogate's own pick for a lab slot, proposed beside the model's picks "
+                                   "for the screen to weigh against them (not the model's choice)")
 
 
 class Observation(_Frozen):

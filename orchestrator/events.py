@@ -95,6 +95,8 @@ class Proposed(EventPayload):
     is_bo_pick: bool | None = Field(
         default=None, description="llm arms: whether bo, planning the same state for the same n, proposed it too; "
                                   "None for other arms and older ledgers")
+    is_anchor: bool = Field(default=False, description="llm arms: bo's pick for a lab slot, proposed beside the "
+                                                       "model's picks for the screen to weigh (not the model's choice)")
     novelty: float | None = Field(default=None, description="open spaces: 1 - max similarity to what was known")
     is_generated: bool = Field(default=False, description="open spaces: the candidate is new to the campaign")
 

@@ -39,11 +39,13 @@ def planner_stats(ledger, campaign_id: str) -> dict[str, Any]:
     - ``n_steps``: iterations the arm proposed in; ``n_proposals``: its proposals.
     - ``n_fallback`` and ``fallback_share``: proposals filled in by bo after the model's rounds ran out, and their
       share of the arm's proposals (None without proposals).
-    - ``n_model_picks``: the model's own (non-fallback) proposals; ``n_differs_from_bo`` and
+    - ``n_anchor``: bo's picks the arm proposed beside the model's, one per lab slot, for the screen to weigh
+      (``Proposed.is_anchor``); never counted as the model's.
+    - ``n_model_picks``: the model's own proposals (neither fallback nor anchor); ``n_differs_from_bo`` and
       ``differs_from_bo_share``: those bo would not have made, over the picks for which that is recorded (None
       when none is, as in ledgers written before ``is_bo_pick`` existed).
-    - ``n_lab``: the arm's lab experiments; ``n_lab_model_picks`` and ``n_lab_differs_from_bo``: how many of them
-      were the model's own picks, and picks bo would not have made.
+    - ``n_lab``: the arm's lab experiments; ``n_lab_model_picks``, ``n_lab_anchor`` and ``n_lab_differs_from_bo``:
+      how many of them were the model's own picks, bo's anchors, and model picks bo would not have made.
     """
     proposed = [e.payload for e in ledger.events(campaign_id, types=[Proposed.type])]
     arms = [a for a in dict.fromkeys(p["arm"] for p in proposed)
@@ -70,23 +72,25 @@ def planner_stats(ledger, campaign_id: str) -> dict[str, Any]:
 
     for arm in arms:
         mine = [p for p in proposed if p["arm"] == arm]
-        picks = [p for p in mine if not p.get("is_fallback")]
+        picks = [p for p in mine if not p.get("is_fallback") and not p.get("is_anchor")]
         known = [p for p in picks if p.get("is_bo_pick") is not None]
         differs = sum(1 for p in known if not p["is_bo_pick"])
-        n_fallback = len(mine) - len(picks)
+        n_fallback = sum(1 for p in mine if p.get("is_fallback"))
         lab = dispatched.get(arm, [])
-        lab_picks = [p for p in lab if not p.get("is_fallback")]
+        lab_picks = [p for p in lab if not p.get("is_fallback") and not p.get("is_anchor")]
         out[arm] = {
             **call_stats,
             "n_steps": len({p["iteration"] for p in mine}),
             "n_proposals": len(mine),
             "n_fallback": n_fallback,
             "fallback_share": _share(n_fallback, len(mine)),
+            "n_anchor": sum(1 for p in mine if p.get("is_anchor")),
             "n_model_picks": len(picks),
             "n_differs_from_bo": differs,
             "differs_from_bo_share": _share(differs, len(known)),
             "n_lab": len(lab),
             "n_lab_model_picks": len(lab_picks),
+            "n_lab_anchor": sum(1 for p in lab if p.get("is_anchor")),
             "n_lab_differs_from_bo": sum(1 for p in lab_picks if p.get("is_bo_pick") is False),
         }
     return out

@@ -220,6 +220,11 @@ class PlannerSpec(_Spec):
         default=0, ge=0, description="llm arm: rounds in which a tool-calling model may call predict, simulate, "
                                      "history, similar and constraints itself (provider models that call tools; local "
                                      "GGUF models get the tool results in the prompt); 0 puts them in the prompt only")
+    llm_anchors: bool = Field(
+        default=True, description="llm arm: when the screen weighs several proposals per lab slot, one of each slot's "
+                                  "proposals is bo's pick and the model chooses the others, so the ladder's evidence, "
+                                  "not the model alone, decides whether a model pick displaces the surrogate's; false "
+                                  "lets the model choose every proposal")
     control_share: float = Field(default=0.2, ge=0, lt=1)
     batch_size: int = Field(default=4, gt=0, description="lab experiments per iteration")
     n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")

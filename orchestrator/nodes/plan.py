@@ -140,8 +140,9 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         seed=ctx.seed,
         recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration),
         ladder=ladder_view(ctx),
+        proposals_per_slot=spec.planner.proposals_per_slot if has_proxy else 1,
     )
-    per_slot = spec.planner.proposals_per_slot if has_proxy else 1
+    per_slot = context.proposals_per_slot
     proposals_by_arm: dict[str, list] = {}
     for arm in ctx.arms:
         if slots.get(arm, 0) == 0:
@@ -186,6 +187,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                 acquisition=proposal.acquisition,
                 is_fallback=proposal.is_fallback,
                 is_bo_pick=proposal.is_bo_pick,
+                is_anchor=proposal.is_anchor,
                 novelty=novelty,
                 is_generated=generate and pool.index[cid] >= (pool.seed_size or len(pool)),
             )

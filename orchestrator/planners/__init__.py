@@ -45,6 +45,7 @@ def _llm(spec, *, shuffled: bool = False) -> Planner:
         max_repair_rounds=options.max_repair_rounds if options else 2,
         shortlist_size=options.shortlist_size if options else None,
         max_tool_steps=options.llm_tool_steps if options else 0,
+        anchors=options.llm_anchors if options else True,
         seed=spec.campaign.seed if spec is not None else 0,
     )
 

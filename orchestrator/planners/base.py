@@ -39,6 +39,9 @@ class PlanningContext:
     """Lab values of ``observed`` in the objective's unit, in the same order; None when not known."""
     ladder: Any = None
     """The surveyed proxy rungs (``ladder_view.LadderView``: value per pool row), or None."""
+    proposals_per_slot: int = 1
+    """Proposals asked for per lab slot: more than one when the screen ranks them on a proxy rung's evidence
+    (``n`` then counts ``slots × proposals_per_slot``)."""
 
 
 @runtime_checkable

@@ -154,6 +154,10 @@ class LLMPlanner:
         temperature, seed, max_tokens: sampling parameters for a model loaded from ``model``.
         bo_planner: the bo arm that builds the shortlist, fills fallbacks and is measured against; default: the
             campaign's ``bo`` arm (``make_planner("bo", spec)``).
+        anchors: when the screen weighs several proposals per lab slot (``PlanningContext.proposals_per_slot`` >
+            1), one proposal per slot is bo's pick (``Proposal.is_anchor``), the model chooses the rest, and the
+            screen decides on the ladder's evidence which reach the lab (``anchor_count``). False: the model chooses
+            every proposal.
 
     Example:
         >>> planner = LLMPlanner()  # the embedded model, loaded on first use
@@ -183,6 +187,7 @@ class LLMPlanner:
         max_tokens: int = 1024,
         max_prompt_chars: int | None = None,
         bo_planner: Any | None = None,
+        anchors: bool = True,
     ):
         if max_repair_rounds < 0 or (shortlist_size is not None and shortlist_size < 1) or max_tool_steps < 0:
             raise SetupError(f"{max_repair_rounds=} and {max_tool_steps=} must be >= 0 and {shortlist_size=} >= 1")
@@ -197,6 +202,7 @@ class LLMPlanner:
         self.sampling = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens}
         self._chat_model = chat_model
         self.bo_planner = bo_planner
+        self.anchors = anchors
         self._warned_tools = False
         self.last_run: dict[str, Any] = {}
         """Facts about the last ``propose``: keys, counts of valid/repaired/fallback proposals (for benchmarks)."""
@@ -258,12 +264,25 @@ class LLMPlanner:
         """The state this arm plans on (the ``llm-shuffled`` arm shuffles the lab results here)."""
         return context
 
+    def anchor_count(self, context: PlanningContext, n: int) -> int:
+        """How many of ``n`` proposals are bo's anchors: one per lab slot when the screen weighs several proposals
+        per slot (``n // proposals_per_slot``), else none (nothing would weigh the model's picks against them).
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> planner = LLMPlanner()
+            >>> planner.anchor_count(SimpleNamespace(proposals_per_slot=3), 9), planner.anchor_count(SimpleNamespace(proposals_per_slot=1), 4)
+            (3, 0)
+        """
+        per_slot = int(getattr(context, "proposals_per_slot", 1) or 1)
+        return n // per_slot if self.anchors and per_slot > 1 else 0
+
     def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
         context = self.planning_context(context)
         n = min(int(n), len(context.available))
         if n <= 0:
             return []
-        run = _Run(self, context, n)
+        run = _Run(self, context, n, self.anchor_count(context, n))
         graph = run.build_graph()
         final = graph.invoke({}, {"recursion_limit": 20 + 2 * self.max_tool_steps + 3 * self.max_repair_rounds})
         self.last_run = run.summary(final)
@@ -316,12 +335,19 @@ class ShuffledFeedbackLLMPlanner(LLMPlanner):
 
 # --------------------------------------------------------------------------------------------------- one run
 class _Run:
-    """The graph and its nodes for one ``propose`` call (nodes close over the context and the tools)."""
+    """The graph and its nodes for one ``propose`` call (nodes close over the context and the tools).
 
-    def __init__(self, planner: LLMPlanner, context: PlanningContext, n: int):
+    ``n_total`` proposals are returned: ``n_anchor`` of them bo's anchors, ``n`` (the rest) the model's picks.
+    """
+
+    def __init__(self, planner: LLMPlanner, context: PlanningContext, n_total: int, n_anchor: int = 0):
         self.planner = planner
         self.context = context
-        self.n = n
+        self.n_total = n_total
+        self.n_anchor = n_anchor
+        self.n = n_total - n_anchor
+        self.anchors: list[Proposal] = []
+        self.anchored: set[int] = set()
         self.tools = PlanningTools(context, planner.simulate_fn)
         self.tested = frozenset(context.pool.ids[int(i)] for i in np.concatenate([context.observed, context.pending]))
         self.available = {int(i) for i in context.available}
@@ -368,15 +394,20 @@ class _Run:
 
     # ----------------------------------------------------------------------------------------------- gather
     def shortlist(self) -> list[int]:
-        """Pool rows to show the model, in bo's order: bo's batch of ``n`` on this state, then the rest of its
-        diversified batch of ``shortlist_size``. Records bo's batch as ``self.bo_picks``."""
+        """Pool rows to show the model, in bo's order: bo's batch of ``n_total`` on this state, then the rest of
+        its diversified batch of ``shortlist_size``, less the anchors (bo's first ``n_anchor``, kept as
+        ``self.anchors``; the model cannot pick them). Records bo's batch as ``self.bo_picks``."""
         bo = self.planner.bo(self.context)
         index = self.context.pool.index
-        self.bo_picks = [index[p.candidate.id] for p in bo.propose(self.context, self.n)]
-        size = max(self.planner.shortlist_size or 2 * self.n, self.n)
+        batch = bo.propose(self.context, self.n_total)
+        self.bo_picks = [index[p.candidate.id] for p in batch]
+        self.anchors = batch[: self.n_anchor]
+        self.anchored = set(self.bo_picks[: self.n_anchor])
+        self.available -= self.anchored
+        size = max(self.planner.shortlist_size or 2 * self.n_total, self.n_total)
         wider = [index[p.candidate.id] for p in bo.propose(self.context, size)] if size > len(self.bo_picks) else []
         rows = list(dict.fromkeys(self.bo_picks + wider))
-        return [i for i in rows if i in self.available][:size]
+        return [i for i in rows if i in self.available][: size - self.n_anchor]
 
     def gather(self, state: dict) -> dict:
         """Shortlist the pool with bo, describe each row, shuffle the rows; the results become the prompt's DATA."""
@@ -582,7 +613,9 @@ class _Run:
                             candidate=candidate.model_dump(mode="json"))
         shim = _ValidatorContext(self.context.spec, self.context.pool)
         error = validation_error(shim, proposed, seen, self.tested)
-        if error is None and index not in self.available and index < self.n_known:
+        if error is None and index in self.anchored:
+            error = f"{candidate.id} is already proposed as the surrogate's pick for a lab slot; choose another"
+        elif error is None and index not in self.available and index < self.n_known:
             error = (f"{candidate.id} is not available this iteration (another arm proposed it, or it was rejected "
                      "before); propose another shortlist candidate")
         return error, index
@@ -608,7 +641,7 @@ class _Run:
     # ----------------------------------------------------------------------------------------------- finish
     def fallback(self, state: dict) -> dict:
         """Fill the rest of the batch from the bo arm, marked as fallbacks (the accepted picks count as pending)."""
-        taken = [a["index"] for a in state["accepted"]]
+        taken = [a["index"] for a in state["accepted"]] + sorted(self.anchored)
         rest = dataclasses.replace(
             self.context,
             available=np.asarray([i for i in self.context.available if int(i) not in set(taken)], dtype=int),
@@ -617,7 +650,7 @@ class _Run:
         reason = "; ".join(state["errors"][:3]) or "no valid proposal"
         bo_picks = set(getattr(self, "bo_picks", ()))
         proposals = []
-        for p in self.planner.bo(self.context).propose(rest, self.n - len(taken)):
+        for p in self.planner.bo(self.context).propose(rest, self.n - len(state["accepted"])):
             proposals.append(p.model_copy(update={
                 "arm": self.planner.name, "is_fallback": True,
                 "is_bo_pick": self.context.pool.index[p.candidate.id] in bo_picks,
@@ -633,7 +666,11 @@ class _Run:
                      rationale=a["rationale"], expected=a["expected"], is_bo_pick=a["index"] in bo_picks)
             for a in state["accepted"][: self.n]
         ]
-        return {"proposals": proposals + list(state.get("fallbacks") or [])}
+        anchors = [p.model_copy(update={
+            "arm": self.planner.name, "is_anchor": True, "is_bo_pick": True,
+            "rationale": f"anchor: bo's pick for a lab slot, weighed by the screen against the model's picks ({p.rationale})",
+        }) for p in self.anchors]
+        return {"proposals": proposals + anchors + list(state.get("fallbacks") or [])}
 
     def summary(self, final: dict) -> dict[str, Any]:
         accepted = final.get("accepted") or []
@@ -641,6 +678,7 @@ class _Run:
             "iteration": self.context.iteration,
             "keys": final.get("keys", []),
             "n_requested": self.n,
+            "n_anchor": len(self.anchors),
             "n_valid_first_round": sum(1 for a in accepted if a["round"] == 0),
             "n_valid": len(accepted),
             "n_bo_picks": sum(1 for a in accepted if a["index"] in set(getattr(self, "bo_picks", ()))),

@@ -36,7 +36,12 @@ def test_a_campaign_with_the_embedded_model(tmp_path):
     assert "llm" in arms
     # The model's own hypotheses, as it wrote them in the grammar's free-text field, are what the proposals carry.
     written = {json.loads(c["response"])["hypothesis"] for c in calls}
-    assert all(p["hypothesis"] in written for p in llm_proposals if not p["is_fallback"])
+    own = [p for p in llm_proposals if not p["is_fallback"] and not p["is_anchor"]]
+    assert own and all(p["hypothesis"] in written for p in own)
+    # One anchor per lab slot: bo's pick, proposed beside the model's for the screen to weigh, never the model's.
+    anchors = [p for p in llm_proposals if p["is_anchor"]]
+    assert anchors and all(p["is_bo_pick"] and p["rationale"].startswith("anchor:") for p in anchors)
+    assert stats_anchor_count(summary) == len(anchors)
     assert all(p["is_bo_pick"] is not None for p in llm_proposals)
     stats = summary["planner_stats"]["llm"]
     assert stats["calls"] == len(calls) and stats["n_proposals"] == len(llm_proposals)
@@ -89,6 +94,10 @@ class ToolUsingPolicyModel(ScriptedChatModel):
                                "expected": -12.0} for label in rows[:n]]}
 
 
+def stats_anchor_count(summary) -> int:
+    return summary["planner_stats"]["llm"]["n_anchor"]
+
+
 def _scripted_campaign(tmp_path, monkeypatch, name: str, **overrides):
     model = ToolUsingPolicyModel(responses=[], is_garbage=overrides.pop("is_garbage", False))
     monkeypatch.setattr("orchestrator.planners.llm_models.load_chat_model", lambda *args, **kwargs: model)
@@ -114,7 +123,8 @@ def test_a_tool_using_llm_arm_switched_on_from_the_spec_calls_the_tools_in_a_cam
     assert any("pred_distance" in m["content"] for m in answered), "the tools ran and their results were recorded"
     assert any('"best"' in m["content"] for m in answered)
     # Its picks follow the predictions it asked for, and are recorded as its own.
-    own = [e.payload for e in events if e.type == "Proposed" and e.payload["arm"] == "llm" and not e.payload["is_fallback"]]
+    own = [e.payload for e in events if e.type == "Proposed" and e.payload["arm"] == "llm" and not e.payload["is_fallback"]
+           and not e.payload["is_anchor"]]
     assert own and all(p["is_bo_pick"] is not None for p in own)
     assert any(p["hypothesis"].startswith("closest predicted: c") for p in own)
     llm = summary["planner_stats"]["llm"]
@@ -132,10 +142,12 @@ def test_without_tool_steps_the_model_never_gets_tools(tmp_path, monkeypatch):
 
 def test_planner_stats_count_fallbacks_and_picks_bo_would_not_have_made(tmp_path, monkeypatch):
     _, summary, events, stats = _scripted_campaign(tmp_path, monkeypatch, "garbage", lab_experiments=4, is_garbage=True)
-    proposed = [e.payload for e in events if e.type == "Proposed" and e.payload["arm"] == "llm"]
+    everything = [e.payload for e in events if e.type == "Proposed" and e.payload["arm"] == "llm"]
+    proposed = [p for p in everything if not p["is_anchor"]]
     assert proposed and all(p["is_fallback"] for p in proposed)
     llm = stats["llm"]
-    assert llm["fallback_share"] == 1.0 and llm["n_fallback"] == len(proposed) and llm["n_model_picks"] == 0
+    assert llm["n_fallback"] == len(proposed) and llm["n_model_picks"] == 0
+    assert llm["fallback_share"] == len(proposed) / len(everything) and llm["n_anchor"] == len(everything) - len(proposed)
     assert llm["differs_from_bo_share"] is None and llm["n_lab_model_picks"] == 0
     assert llm["calls"] == 3 * llm["n_steps"], "a call and two repair rounds per step, then bo"
     assert summary["planner_stats"] == stats
@@ -151,13 +163,14 @@ def test_planner_stats_on_hand_written_proposals(ledger):
     ledger.append_many("c", [
         proposed("a", is_bo_pick=True), proposed("b", is_bo_pick=False), proposed("c", is_bo_pick=False),
         proposed("d", is_fallback=True, is_bo_pick=True), proposed("e", arm="bo"),
+        proposed("f", is_anchor=True, is_bo_pick=True),
         (LLMCall(iteration=1, key="it1:llm:0", model="m", messages=[], response="{}", n_prompt_tokens=100,
                  n_completion_tokens=20, latency_s=1.5), "call-0"),
     ])
     llm = planner_stats(ledger, "c")["llm"]
     assert llm["calls"] == 1 and llm["n_prompt_tokens"] == 100 and llm["model_wall_s"] == 1.5
-    assert llm["n_proposals"] == 4 and llm["fallback_share"] == 0.25
-    assert llm["n_model_picks"] == 3 and llm["differs_from_bo_share"] == pytest.approx(2 / 3)
+    assert llm["n_proposals"] == 5 and llm["fallback_share"] == 0.2 and llm["n_anchor"] == 1
+    assert llm["n_model_picks"] == 3 and llm["differs_from_bo_share"] == pytest.approx(2 / 3), "anchors are bo's"
     assert set(planner_stats(ledger, "c")) == {"llm"}, "bo is no llm arm"
     ledger.append_many("old", [proposed("a"), proposed("b", arm="bo")])
     assert planner_stats(ledger, "old")["llm"]["differs_from_bo_share"] is None, "an old ledger does not know"

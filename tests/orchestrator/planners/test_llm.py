@@ -199,6 +199,38 @@ def test_the_shortlist_is_bos_batch_shown_in_a_seeded_random_order(which, cold_c
     assert list(shown(other).values()) != list(shortlist.values())
 
 
+def test_with_several_proposals_per_slot_each_slot_gets_bos_pick_as_an_anchor_and_the_model_the_rest(warm_context):
+    import dataclasses
+
+    context = dataclasses.replace(warm_context, proposals_per_slot=3)  # 2 lab slots, 6 proposals
+    model = ScriptedChatModel(responses=[answer("c00", "c01", "c02", "c03")])
+    planner = LLMPlanner(chat_model=model)
+    proposals = planner.propose(context, 6)
+    bo_6 = bo_batch(context, 6)
+    anchors = [p for p in proposals if p.is_anchor]
+    own = [p for p in proposals if not p.is_anchor]
+    assert [p.candidate.id for p in anchors] == bo_6[:2], "bo's first pick per slot"
+    assert all(p.is_bo_pick and not p.is_fallback and p.arm == "llm" for p in anchors)
+    assert len(own) == 4 and [p.hypothesis for p in own] == ["h-c00", "h-c01", "h-c02", "h-c03"]
+    assert not {p.candidate.id for p in own} & set(bo_6[:2]), "the model cannot pick an anchor"
+    assert set(shown(planner).values()).isdisjoint(bo_6[:2]) and len(shown(planner)) == 2 * 6 - 2
+    assert planner.last_run["n_anchor"] == 2 and planner.last_run["n_requested"] == 4
+
+    # The anchors' ids are no choice of the model's: naming one (by its text) is refused and repaired.
+    anchor_text = describe(context.pool.get(bo_6[0]))
+    repaired = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer(anchor_text, "c00", "c01", "c02"),
+                                                                  answer("c03")]))
+    picks = [p for p in repaired.propose(context, 6) if not p.is_anchor]
+    assert bo_6[0] not in {p.candidate.id for p in picks} and len(picks) == 4
+    assert any("surrogate's pick" in e for e in repaired.last_run["errors"]) or repaired.last_run["n_repair_rounds"] == 1
+
+    # Off: the model chooses all six; one proposal per slot: nothing to weigh an anchor against, so none either.
+    off = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer(*[f"c{k:02d}" for k in range(6)])]), anchors=False)
+    assert not any(p.is_anchor for p in off.propose(context, 6))
+    single = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer("c00", "c01")]))
+    assert not any(p.is_anchor for p in single.propose(warm_context, 2))
+
+
 def test_a_model_that_picks_the_last_shortlist_entry_gets_it(warm_context):
     model = ScriptedChatModel(responses=[answer("c23", "c22")])
     planner = LLMPlanner(chat_model=model, shortlist_size=24)  # default: twice the batch
