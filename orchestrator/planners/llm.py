@@ -23,6 +23,10 @@ The graph, per ``propose`` call::
 - ``validate`` applies the campaign's rules (``nodes.validate.validation_error``): parses, in the pool, not tested
   or pending, no duplicates. Valid picks are kept across rounds; the messages of the rest go into the next repair.
 - ``fallback`` fills what is missing from the bo arm and marks those proposals as fallbacks.
+- ``finish`` returns the model's picks, then the anchors: when the screen weighs several proposals per lab slot
+  (``PlanningContext.proposals_per_slot`` > 1), bo's first pick per slot is proposed beside the model's
+  (``Proposal.is_anchor``; the model's shortlist leaves them out), so a model pick reaches the lab only by beating
+  bo's on the screen's evidence.
 
 Every proposal records ``is_bo_pick``: whether bo, planning the same state for the same ``n``, proposed it too.
 ``planner_stats`` turns that into the share of the model's picks that differ from bo.
