@@ -35,6 +35,7 @@ from .domain import SetupError, import_optional
 from .events import CampaignStarted
 from .graph import build_graph
 from .ledger import Ledger
+from .pool import load_pool
 from .spec import CampaignSpec, validate_spec
 from .summary import summarise
 
@@ -109,13 +110,16 @@ class Campaign:
     @classmethod
     def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None) -> Campaign:
         """Record ``CampaignStarted`` and return a campaign ready to ``run``."""
+        load_pool(spec)  # a bad pool is refused before the ledger is opened (the loaded pool is cached)
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
         campaign_id = campaign_id or f"{spec.campaign.name}-{uuid.uuid4().hex[:8]}"
         if ledger.n_events(campaign_id):
             raise SetupError(f"campaign {campaign_id!r} already exists in {ledger.url}; resume it with --resume {campaign_id}")
         campaign = cls(ledger, campaign_id, spec, owns_ledger=owns)
         ledger.append(campaign_id, CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
-                                                   spec=spec.model_dump(mode="json")), key="started")
+                                                   spec=spec.model_dump(mode="json"),
+                                                   pool_rows_skipped=list(campaign.ctx.pool.skipped_rows)),
+                      key="started")
         return campaign
 
     @classmethod

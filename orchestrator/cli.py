@@ -116,6 +116,20 @@ def run(
         _emit_json(summary)
     else:
         _print_summary(summary)
+    _exit_if_lab_failed(summary)
+
+
+EXIT_LAB_FAILED = 1
+"""The exit code of a campaign that ran but stopped on lab failures (2 is an error before or while starting)."""
+
+
+def _exit_if_lab_failed(summary: dict[str, Any]) -> None:
+    """A campaign stopped by an unhealthy or aborted lab did not finish its work: say so and exit non-zero."""
+    from .nodes.decide import is_failure_stop
+
+    if summary["status"] == "stopped" and is_failure_stop(summary.get("stop_reason")):
+        _fail(f"campaign {summary['campaign_id']} stopped on lab failures ({summary['stop_reason']})",
+              code=EXIT_LAB_FAILED)
 
 
 def _answer(question: dict[str, Any], *, yes: bool, interactive: bool) -> Any:

@@ -53,7 +53,7 @@ def bench(
     arms: Annotated[str, typer.Option("--arms", help="comma-separated: llm,llm-shuffled,bo,bo-sf,random,cheap-first,botorch")],
     seeds: Annotated[int, typer.Option("--seeds", help="runs per arm (seeds FIRST..FIRST+K-1)")],
     spec: Annotated[Path | None, typer.Option("--spec", help="a campaign TOML, benchmarked as it stands")] = None,
-    pool: Annotated[Path | None, typer.Option("--pool", help="CSV file: one row per candidate (replicates are averaged)")] = None,
+    pool: Annotated[Path | None, typer.Option("--pool", help="CSV file: one row per candidate (replicates are averaged; an empty id value means none)")] = None,
     id_cols: Annotated[str | None, typer.Option("--id-cols", help="--pool: COL[,COL...], the columns that identify a candidate")] = None,
     objective: Annotated[str | None, typer.Option("--objective", help="--pool: maximize:COL | minimize:COL | target:COL:VALUE:TOL")] = None,
     lab_budget: Annotated[int | None, typer.Option("--lab-budget", help="lab experiments per run (default with --spec: the spec's)")] = None,

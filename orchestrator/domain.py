@@ -223,12 +223,18 @@ class Material(_Frozen):
                 f"formula {formula!r} is not a valid composition ({exc}); "
                 "use element symbols with positive amounts, e.g. 'Fe2O3' or 'Li0.5CoO2'"
             ) from exc
+        if not all(math.isfinite(amount) for amount in comp.values()):
+            raise InvalidCandidate(f"formula {formula!r} has an infinite amount; use finite amounts, e.g. 'Fe2O3'")
         if comp.num_atoms <= 0 or any(amount <= 0 for amount in comp.values()):
             raise InvalidCandidate(f"formula {formula!r} has no positive amounts; e.g. 'NaCl'")
         for element in comp.elements:
             if getattr(element, "Z", 0) == 0 or element.symbol in {"D", "T"}:
                 raise InvalidCandidate(f"formula {formula!r} contains {element.symbol!r}, which is not an element")
-        return cls(formula=comp.formula.replace(" ", ""), id=comp.reduced_formula)
+        try:
+            return cls(formula=comp.formula.replace(" ", ""), id=comp.reduced_formula)
+        except (ArithmeticError, ValueError) as exc:  # pymatgen's formula writer on extreme amounts
+            raise InvalidCandidate(f"formula {formula!r} cannot be written as a formula unit ({exc}); "
+                                   "use moderate amounts, e.g. 'Fe2O3'") from exc
 
     def to_composition(self):
         """Return the pymatgen ``Composition``."""

@@ -79,6 +79,9 @@ class CampaignStarted(EventPayload):
     name: str
     seed: int
     spec: dict[str, Any] = Field(description="the validated campaign spec, as JSON")
+    pool_rows_skipped: list[str] = Field(
+        default_factory=list, description="pool rows left out under [space] on_bad_rows = 'skip', each as "
+                                          "'line 7: what is wrong'; empty when none were (and in older ledgers)")
 
 
 class Proposed(EventPayload):

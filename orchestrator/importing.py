@@ -17,7 +17,8 @@ import pandas as pd
 from .domain import InvalidCandidate, SetupError, parse_candidate
 from .events import Observed, Proposed, SurrogateUpdated
 from .ledger import Ledger
-from .pool import Pool
+from .pool import Pool, describe
+from .pool_checks import N_SHOWN, csv_line_numbers, read_csv_table, require_rows
 from .spec import CampaignSpec
 
 __all__ = ["HistoryImportError", "ImportedHistory", "import_history", "read_history"]
@@ -51,45 +52,67 @@ def _candidate_columns(spec: CampaignSpec, frame: pd.DataFrame, candidate_column
 
 def read_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_column: str | None = None,
                  candidate_column: str | None = None) -> list[tuple[int, object, float]]:
-    """Parse every row into (CSV line number, candidate, value); any bad row fails the whole file.
+    """Parse and check every row into (CSV line number, candidate, value); any bad row refuses the whole file.
 
-    ``value_column`` defaults to the objective's property name. Values are in the objective's unit.
+    Everything an import can refuse is checked here (the file, its columns, each row's candidate and value, a
+    candidate outside the space, a repeated candidate), so a caller that reads the file before creating a campaign
+    leaves the ledger untouched when it is refused. ``value_column`` defaults to the objective's property name.
+    Values are in the objective's unit.
     """
     path = Path(path)
     if not path.is_file():
         raise HistoryImportError(f"history file {path} does not exist")
-    frame = pd.read_csv(path, encoding="utf-8-sig")
+    frame = read_csv_table(path, "history file", HistoryImportError, is_rows_required=False)
     value_column = value_column or spec.objective.property
     if value_column not in frame.columns:
         raise HistoryImportError(f"the history CSV has no {value_column!r} column (the measured objective); its "
                                  f"columns are {list(frame.columns)}. Pass --value-column")
     columns = _candidate_columns(spec, frame, candidate_column)
-    rows = []
-    for k, record in enumerate(frame.to_dict("records")):
-        line = k + 2  # 1-based, after the header
-        raw = {c: record[c] for c in columns} if spec.campaign.kind == "conditions" else record[columns[0]]
+    require_rows(frame, path, "history file", HistoryImportError)
+    lines = csv_line_numbers(path, len(frame))
+    rows, problems, seen = [], [], {}
+    for line, record in zip(lines, frame.to_dict("records"), strict=True):
         try:
-            candidate = parse_candidate(spec.campaign.kind, raw, pool.space)
-        except InvalidCandidate as exc:
-            raise HistoryImportError(f"{path.name} line {line}: {exc}") from None
-        value = record[value_column]
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise HistoryImportError(f"{path.name} line {line}: {value_column}={value!r} is not a number") from None
-        if not math.isfinite(value):
-            raise HistoryImportError(f"{path.name} line {line}: {value_column} is empty or not finite; fill it in "
-                                     "or drop the row")
-        if candidate.id not in pool.index:
-            if spec.space.generate:
-                pool.extend([candidate])
-            else:
-                raise HistoryImportError(f"{path.name} line {line}: {candidate.id} is not in the campaign's design "
-                                         "space; import only results for members of the pool")
+            candidate, value = _checked_row(spec, pool, record, columns, value_column, seen)
+        except _BadRow as exc:
+            problems.append(f"line {line}: {exc}")
+            continue
+        seen[candidate.id] = line
         rows.append((line, candidate, value))
-    if not rows:
-        raise HistoryImportError(f"{path.name} has no rows to import")
+    if problems:
+        shown = "; ".join(problems[:N_SHOWN]) + (f"; and {len(problems) - N_SHOWN} more" if len(problems) > N_SHOWN else "")
+        prefix = f"{path.name} " if len(problems) == 1 else f"{path.name}: {len(problems)} bad rows: "
+        raise HistoryImportError(f"{prefix}{shown}. Nothing was imported; fix or remove these rows")
     return rows
+
+
+class _BadRow(Exception):
+    """What is wrong with one history row."""
+
+
+def _checked_row(spec: CampaignSpec, pool: Pool, record: dict, columns: list[str], value_column: str,
+                 seen: dict[str, int]) -> tuple[object, float]:
+    """One row's candidate and value, or ``_BadRow``; a new candidate of an open space joins the pool."""
+    raw = {c: record[c] for c in columns} if spec.campaign.kind == "conditions" else record[columns[0]]
+    try:
+        candidate = parse_candidate(spec.campaign.kind, raw, pool.space)
+    except InvalidCandidate as exc:
+        raise _BadRow(str(exc).split("; ")[0]) from None
+    value = record[value_column]
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise _BadRow(f"{value_column}={value!r} is not a number") from None
+    if not math.isfinite(value):
+        raise _BadRow(f"{value_column} is empty or not finite ({value})")
+    if candidate.id in seen:
+        raise _BadRow(f"{describe(candidate)!r} repeats line {seen[candidate.id]} (average replicates into one row)")
+    if candidate.id not in pool.index:
+        if not spec.space.generate:
+            raise _BadRow(f"{describe(candidate)!r} is not in the campaign's design space (import only results for "
+                          "members of the pool)")
+        pool.extend([candidate])
+    return candidate, value
 
 
 def _warm_surrogate(spec: CampaignSpec, pool: Pool, rows: list) -> SurrogateUpdated | None:
@@ -119,13 +142,8 @@ def import_history(ledger: Ledger, campaign_id: str, spec: CampaignSpec, pool: P
     rows = read_history(spec, pool, path, value_column=value_column, candidate_column=candidate_column)
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
     source = f"import:{Path(path).name}@{digest}"
-    seen: dict[str, int] = {}
     items = []
     for line, candidate, value in rows:
-        if candidate.id in seen:
-            raise HistoryImportError(f"{Path(path).name} line {line}: {candidate.id} repeats line {seen[candidate.id]}; "
-                                     "average replicates into one row before importing")
-        seen[candidate.id] = line
         proposed = Proposed(iteration=-1, arm="imported", candidate_id=candidate.id,
                             candidate=candidate.model_dump(mode="json"), hypothesis=f"past result, {source} line {line}")
         observed = Observed(iteration=-1, job_key=f"{campaign_id}/imported/{digest}/{line}", candidate_id=candidate.id,

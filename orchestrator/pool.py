@@ -1,7 +1,10 @@
 """A finite design space: a CSV pool or an inline list, parsed into canonical candidates.
 
-Rows that describe the same candidate (replicates, or SMILES spellings of one InChIKey) are merged; their numeric
-columns are averaged. Rows that fail to parse are counted and reported, never silently used.
+Every row is judged before it becomes a candidate (``pool_checks``): a candidate that does not parse, a lab value
+that is empty, text or infinite, or replicates that disagree make a bad row, which ``[space] on_bad_rows`` refuses
+(the default) or skips with a report. Rows that describe the same candidate (replicates, or SMILES spellings of one
+InChIKey) are merged and their numeric columns averaged: equal values under ``[space] replicates = "must_agree"``
+(the default), any values under ``"average"``, which says so in a warning.
 """
 
 from __future__ import annotations
@@ -25,6 +28,14 @@ from .domain import (
     featurise,
     parse_candidate,
 )
+from .pool_checks import (
+    RowProblem,
+    conflicting_replicates,
+    csv_line_numbers,
+    enforce_policy,
+    numeric_value_problems,
+    read_csv_table,
+)
 from .spec import CampaignSpec
 
 __all__ = ["Pool", "describe", "load_pool"]
@@ -47,8 +58,8 @@ class Pool:
     candidates: list[Candidate]
     columns: dict[str, np.ndarray] = field(default_factory=dict)
     space: ConditionSpace | None = None
-    n_invalid: int = 0
-    invalid_examples: list[str] = field(default_factory=list)
+    skipped_rows: list[str] = field(default_factory=list)
+    """Rows left out under ``[space] on_bad_rows = "skip"``, each as "line 7: what is wrong"."""
     seed_size: int | None = None
     """Open spaces: how many candidates the seed library had (the rest were generated); None for a fixed pool."""
 
@@ -77,7 +88,7 @@ class Pool:
     def copy(self) -> Pool:
         """An independent pool with the same candidates (what an open space grows from)."""
         return Pool(self.kind, list(self.candidates), {k: v.copy() for k, v in self.columns.items()}, self.space,
-                    self.n_invalid, list(self.invalid_examples), self.seed_size or len(self.candidates))
+                    list(self.skipped_rows), self.seed_size or len(self.candidates))
 
     def extend(self, candidates: list[Candidate]) -> list[Candidate]:
         """Append candidates not yet in the pool (generator mode); returns those added. Their columns are NaN.
@@ -110,88 +121,168 @@ def _space_from_frame(frame: pd.DataFrame, columns: list[str]) -> ConditionSpace
     for name in columns:
         series = frame[name].dropna()
         if pd.api.types.is_numeric_dtype(series):
-            parameters.append(Parameter(name=name, kind="continuous", low=float(series.min()), high=float(series.max())))
+            finite = series[np.isfinite(series.to_numpy(dtype=float))]  # an infinite value is a bad row, not a bound
+            low, high = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
+            parameters.append(Parameter(name=name, kind="continuous", low=low, high=high))
         else:
-            choices = tuple(sorted(series.astype(str).unique()))
+            choices = tuple(sorted(series.astype(str).unique())) or ("none",)
             parameters.append(Parameter(name=name, kind="categorical", choices=choices))
     return ConditionSpace(parameters=tuple(parameters))
 
 
-def _parse_rows(kind: str, raw_items: list[Any], space: ConditionSpace | None) -> tuple[list[Candidate | None], list[str]]:
-    parsed, bad = [], []
-    for raw in raw_items:
+def _empty_fields(raw: Any, column: str) -> list[str]:
+    if isinstance(raw, dict):
+        return [name for name, value in raw.items() if not isinstance(value, str) and pd.isna(value)]
+    return [column] if raw is None or (isinstance(raw, float) and np.isnan(raw)) else []
+
+
+def _parse_rows(kind: str, raw_items: list[Any], space: ConditionSpace | None,
+                column: str) -> tuple[list[Candidate | None], dict[int, RowProblem]]:
+    """Each row's candidate (None when it does not parse) and what is wrong with the rows that do not."""
+    parsed: list[Candidate | None] = []
+    problems: dict[int, RowProblem] = {}
+    for position, raw in enumerate(raw_items):
+        empty = _empty_fields(raw, column)
         try:
+            if empty:
+                hint = " (write none for an absent component)" if isinstance(raw, dict) else ""
+                raise InvalidCandidate(f"{', '.join(empty)} is empty{hint}")
             parsed.append(parse_candidate(kind, raw, space))
         except InvalidCandidate as exc:
             parsed.append(None)
-            bad.append(str(exc))
-    return parsed, bad
+            problems[position] = RowProblem(str(exc).split("; ")[0])
+    return parsed, problems
 
 
-def _build(kind: str, parsed: list[Candidate | None], frame: pd.DataFrame, space, bad: list[str]) -> Pool:
-    keep = [i for i, c in enumerate(parsed) if c is not None]
+def _value_columns(spec: CampaignSpec) -> dict[str, bool]:
+    """The pool columns the campaign reads as measurements, each with whether every row needs a value."""
+    columns = {r.column: False for r in spec.ladder if r.simulator == "table" and r.column}
+    if spec.lab.oracle_column:
+        columns[spec.lab.oracle_column] = True  # the simulated lab's answer: a row without one cannot be measured
+    return columns
+
+
+def _validated(spec: CampaignSpec, source: str, raw_items: list[Any], frame: pd.DataFrame,
+               space: ConditionSpace | None, label) -> Pool:
+    """Judge every row (``pool_checks``), apply ``[space] on_bad_rows`` and ``replicates``, and merge the rest."""
+    kind = spec.campaign.kind
+    parsed, problems = _parse_rows(kind, raw_items, space, spec.space.column or "candidate")
+    frame = frame.reset_index(drop=True)
+    required = {c: is_required for c, is_required in _value_columns(spec).items() if c in frame.columns}
+    value_columns = list(required)
+    for column in value_columns:
+        frame[column], column_problems = numeric_value_problems(frame, column, is_required=required[column])
+        for position, problem in column_problems.items():
+            problems.setdefault(position, problem)
+    ids = [c.id if c is not None and k not in problems else None for k, c in enumerate(parsed)]
+    if spec.space.replicates == "must_agree":
+        names = [repr(describe(c)) if c is not None else "" for c in parsed]
+        problems.update(conflicting_replicates(ids, names, frame, value_columns, label))
+    skipped = enforce_policy(source, problems, label, spec.space.on_bad_rows)
+    keep = [k for k, c in enumerate(parsed) if c is not None and k not in problems]
     if not keep:
-        raise SetupError(f"no row of the design space parsed as a {kind}; first problem: {bad[0] if bad else 'empty pool'}")
+        raise SetupError(f"{source}: no row is left once the bad rows are left out; fix the rows the warning lists")
+    pool = _build(kind, parsed, keep, frame, space, value_columns, source, spec.space.replicates)
+    pool.skipped_rows = skipped
+    return pool
+
+
+def _build(kind: str, parsed: list[Candidate | None], keep: list[int], frame: pd.DataFrame, space,
+           value_columns: list[str], source: str, replicates: str) -> Pool:
     frame = frame.iloc[keep].copy()
     frame["_id"] = [parsed[i].id for i in keep]
     numeric = frame.select_dtypes(include="number")
     numeric.insert(0, "_id", frame["_id"])
-    means = numeric.groupby("_id", sort=False).mean()
+    grouped = numeric.groupby("_id", sort=False)
+    means = _group_means(numeric, grouped)
+    sizes = grouped.size()
+    if (sizes > 1).any():
+        log.info("%s: merged %d rows into %d candidates (replicates and spellings of one candidate)", source,
+                 int(sizes[sizes > 1].sum()), int((sizes > 1).sum()))
+    if replicates == "average" and value_columns:
+        differ = grouped[value_columns].nunique(dropna=False).gt(1).any(axis=1)
+        if differ.any():
+            log.warning("%s: averaged %d candidate(s) whose %d replicate rows differ in %s ([space] replicates = "
+                        "\"average\")", source, int(differ.sum()), int(sizes[differ].sum()), value_columns)
     first: dict[str, Candidate] = {}
     for i in keep:
         first.setdefault(parsed[i].id, parsed[i])
     candidates = [first[cid] for cid in means.index]
     columns = {name: means[name].to_numpy(dtype=float) for name in means.columns}
-    if bad:
-        log.warning("%d design-space rows did not parse and were left out; first: %s", len(bad), bad[0])
-    return Pool(kind, candidates, columns, space, len(bad), bad[:5])
+    return Pool(kind, candidates, columns, space)
+
+
+def _group_means(numeric: pd.DataFrame, grouped) -> pd.DataFrame:
+    """Per-candidate means of the numeric columns; replicates near the float limit do not overflow to infinity."""
+    with np.errstate(over="ignore"):  # an overflowing sum is caught below
+        means = grouped.mean()
+    low, high = grouped.min(), grouped.max()
+    overflowed = np.isinf(means) & np.isfinite(low) & np.isfinite(high)
+    if overflowed.to_numpy().any():  # average them scaled into [-1, 1]
+        scale = np.maximum(low.abs(), high.abs()).replace(0.0, 1.0)
+        scaled = numeric[means.columns] / scale.loc[numeric["_id"]].to_numpy()
+        means = means.mask(overflowed, scaled.groupby(numeric["_id"], sort=False).mean() * scale)
+    return means
 
 
 _CACHE: dict[tuple, Pool] = {}
 
 
 def load_pool(spec: CampaignSpec) -> Pool:
-    """Load and parse the spec's design space (cached per file and modification time)."""
+    """Load, check and parse the spec's design space (cached per file, modification time and reading options).
+
+    Every row is judged first (``pool_checks``); ``[space] on_bad_rows`` refuses or skips the bad ones.
+    """
     kind = spec.campaign.kind
     if spec.space.inline is not None:
-        frame = pd.DataFrame({"_raw": spec.space.inline})
-        space = None
-        if kind == "conditions":
-            frame = pd.DataFrame(list(spec.space.inline))
-            space = _space_from_frame(frame, list(frame.columns))
-            raw_items = frame.to_dict("records")
-        else:
-            raw_items = list(spec.space.inline)
-        parsed, bad = _parse_rows(kind, raw_items, space)
-        pool = _build(kind, parsed, frame, space, bad)
-        if spec.lab.oracle is not None:
-            truth = {parse_candidate(kind, k, space).id: v for k, v in spec.lab.oracle.items()}
-            pool.columns["_oracle"] = np.asarray([truth.get(cid, np.nan) for cid in pool.ids], dtype=float)
-        return pool
-
+        return _load_inline(spec)
     path = spec.resolve(spec.space.pool)
     if not path.is_file():
         raise SetupError(f"design-space pool {path} does not exist; fix 'space.pool' (paths are relative to the spec file)")
-    key = (str(path), path.stat().st_mtime_ns, kind, spec.space.column, tuple(spec.space.columns or ()),
-           spec.space.features)
+    key = (str(path), path.stat().st_mtime_ns, path.stat().st_size, kind, spec.space.model_dump_json(),
+           tuple(_value_columns(spec).items()))
     if key in _CACHE:
         return _CACHE[key]
-    frame = pd.read_csv(path, encoding="utf-8-sig")
+    frame = read_csv_table(path, "design-space pool")
     wanted = spec.space.columns if kind == "conditions" else [spec.space.column]
-    missing = [c for c in wanted if c not in frame.columns]
+    missing = [c for c in [*wanted, spec.lab.oracle_column] if c is not None and c not in frame.columns]
     if missing:
-        raise SetupError(f"pool {Path(path).name} has no column(s) {missing}; its columns are {list(frame.columns)}")
+        raise SetupError(f"pool {Path(path).name} has no column(s) {missing}; its columns are {list(frame.columns)}; "
+                         "fix the spec's space.column(s) or lab.oracle_column")
     if kind == "conditions":
         space = _space_from_frame(frame, wanted)
         raw_items = frame[wanted].to_dict("records")
     else:
         space, raw_items = None, frame[spec.space.column].tolist()
-    parsed, bad = _parse_rows(kind, raw_items, space)
-    pool = _build(kind, parsed, frame, space, bad)
+    lines = []
+
+    def label(position: int) -> str:
+        if not lines:
+            lines.extend(csv_line_numbers(path, len(frame)))
+        return f"line {lines[position]}"
+
+    pool = _validated(spec, f"pool {path.name}", raw_items, frame, space, label)
     if kind == "conditions" and spec.space.features == "columns":
         from .pool_features import featurise_columns
 
         values = pd.DataFrame([c.values for c in pool.candidates])
         pool.features = featurise_columns(values, list(wanted))[0]  # overrides the cached property
     _CACHE[key] = pool
+    return pool
+
+
+def _load_inline(spec: CampaignSpec) -> Pool:
+    kind = spec.campaign.kind
+    space = None
+    if kind == "conditions":
+        frame = pd.DataFrame(list(spec.space.inline))
+        space = _space_from_frame(frame, list(frame.columns))
+        raw_items = frame.to_dict("records")
+    else:
+        frame = pd.DataFrame({"_raw": spec.space.inline})
+        raw_items = list(spec.space.inline)
+    pool = _validated(spec, "space.inline", raw_items, frame, space, lambda position: f"inline item {position + 1}")
+    if spec.lab.oracle is not None:
+        truth = {parse_candidate(kind, k, space).id: v for k, v in spec.lab.oracle.items()}
+        pool.columns["_oracle"] = np.asarray([truth.get(cid, np.nan) for cid in pool.ids], dtype=float)
     return pool

@@ -2,7 +2,9 @@
 
 ``auto`` looks at each column: SMILES become Morgan fingerprints (radius 2, 1024 bits), chemical formulas become
 composition features (element fractions plus electronegativity and radius statistics), numbers are min-max scaled
-to [0, 1], and anything else is one-hot encoded. Columns constant over the pool are dropped. Every feature lies in
+to [0, 1], and anything else is one-hot encoded. ``none`` (``NO_COMPONENT``) in a SMILES or formula column is an
+absent component (no additive, no ligand): it is left out when judging the column and encoded as all zeros. Columns
+constant over the pool are dropped. Every feature lies in
 [0, 1], so the Matérn kernel's lengthscale priors (one lengthscale per feature) suit them all, and the Tanimoto
 kernel applies when every feature is a bit.
 
@@ -25,10 +27,12 @@ import pandas as pd
 
 from .domain import InvalidCandidate, Material
 
-__all__ = ["ColumnKind", "column_kind", "featurise_columns"]
+__all__ = ["NO_COMPONENT", "ColumnKind", "column_kind", "featurise_columns"]
 
 ColumnKind = Literal["smiles", "formula", "numeric", "categorical"]
 _N_SAMPLE = 25
+NO_COMPONENT = "none"
+"""The value of an id column for an absent component (what an empty cell of a ``bench --pool`` CSV becomes)."""
 _FP_BITS = 1024
 
 
@@ -52,7 +56,8 @@ def column_kind(series: pd.Series) -> ColumnKind:
     """What a column holds, judged on up to 25 of its distinct values."""
     if pd.api.types.is_numeric_dtype(series):
         return "numeric"
-    sample = [str(v) for v in pd.unique(series.dropna())[:_N_SAMPLE]]
+    present = series.dropna()
+    sample = [str(v) for v in pd.unique(present[present.astype(str) != NO_COMPONENT])[:_N_SAMPLE]]
     if not sample:
         return "categorical"
     has_lowercase_element = any(any(ch.islower() for ch in v) for v in sample)
@@ -77,11 +82,14 @@ def _encode(series: pd.Series, kind: ColumnKind) -> np.ndarray:
             if value not in cache:
                 from rdkit import Chem
 
-                cache[value] = _morgan_bits(Chem.MolToSmiles(Chem.MolFromSmiles(value)), _FP_BITS)
+                cache[value] = (np.zeros(_FP_BITS) if value == NO_COMPONENT
+                                else _morgan_bits(Chem.MolToSmiles(Chem.MolFromSmiles(value)), _FP_BITS))
             rows.append(cache[value])
         return np.vstack(rows)
     if kind == "formula":
-        return np.vstack([_composition_features(Material.parse(str(v)).formula) for v in series])
+        absent = np.zeros(len(_composition_features("H")))
+        return np.vstack([absent if str(v) == NO_COMPONENT else _composition_features(Material.parse(str(v)).formula)
+                          for v in series])
     codes, uniques = pd.factorize(series.astype(str))
     return np.eye(len(uniques))[codes]
 

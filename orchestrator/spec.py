@@ -116,6 +116,16 @@ class SpaceSpec(_Spec):
     max_atoms: int | None = Field(default=12, gt=0, description="generator mode: largest formula unit, atoms")
     elements: list[str] | None = Field(default=None, description="generator mode: allowed element symbols (None: any)")
     neighbours_per_iteration: int = Field(default=48, ge=0, description="generator mode: edits of the best added per iteration")
+    on_bad_rows: Literal["refuse", "skip"] = Field(
+        default="refuse",
+        description="a pool row whose candidate does not parse, whose lab value is empty, text or infinite, or that "
+                    "repeats a candidate with different values: 'refuse' stops with the rows named; 'skip' leaves "
+                    "them out and reports every one (a warning, and the CampaignStarted event)")
+    replicates: Literal["must_agree", "average"] = Field(
+        default="must_agree",
+        description="rows of one candidate (replicates, or spellings of one molecule): 'must_agree' merges them only "
+                    "when their lab and table-rung values are equal (others are bad rows); 'average' averages them, "
+                    "with a warning that counts the groups")
 
     @model_validator(mode="after")
     def _one_source(self) -> SpaceSpec:
@@ -187,6 +197,15 @@ class LabSpec(_Spec):
     ttl_s: float | None = Field(default=None, gt=0, description="a job not finished this long after submission fails, s")
     tolerated_failure_rate: float = Field(default=0.5, gt=0, le=1, description="halt the campaign above this rate")
     min_jobs_for_failure_rate: int = Field(default=6, ge=1, description="jobs needed before the rate is judged")
+
+    @field_validator("oracle")
+    @classmethod
+    def _finite_truth(cls, oracle: dict[str, float] | None) -> dict[str, float] | None:
+        bad = {raw: value for raw, value in (oracle or {}).items() if not math.isfinite(value)}
+        if bad:
+            raise ValueError(f"the ground truth must be finite numbers; {bad} are not: give a measured value or "
+                             "leave the candidate out")
+        return oracle
 
     @model_validator(mode="after")
     def _simlab_needs_truth(self) -> LabSpec:

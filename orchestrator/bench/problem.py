@@ -4,10 +4,12 @@ Two ways to get one:
 
 - ``--spec SPEC``: a campaign spec as it stands. Its lab's ground truth (``lab.oracle_column`` or an inline
   ``lab.oracle``) defines the top sets.
-- ``--pool CSV``: the spec is built (``pool_spec``). Rows with the same id columns (replicates) are merged and
-  their numeric columns averaged; rows without a lab value are dropped; the merged table is written to the run's
-  work directory and the spec points at it. The candidates are ``Conditions`` over the id columns, featurised by
-  what each column holds (``[space] features = "columns"``); each ``--rung`` is a table rung priced at its cost.
+- ``--pool CSV``: the spec is built (``pool_spec``). An empty id value is a category of its own, ``none`` (no
+  additive, no ligand). Rows with the same id columns (replicates) are merged and their numeric columns averaged
+  (the PV-Lab protocol; a warning counts the groups); rows without a finite lab value are left out, and a warning
+  lists their lines. The merged table is written to the run's work directory and the spec points at it. The
+  candidates are ``Conditions`` over the id columns, featurised by what each column holds (``[space] features =
+  "columns"``); each ``--rung`` is a table rung priced at its cost.
 
 Either way every arm then runs as that spec's main planner, through the same graph, screen and ledger as
 ``closedloop run``. The top sets are by utility (higher is better for every direction): the top ``p`` % holds the
@@ -16,6 +18,7 @@ Either way every arm then runs as that spec's main planner, through the same gra
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,10 +29,14 @@ import pandas as pd
 
 from ..domain import objective_utility
 from ..pool import Pool, load_pool
+from ..pool_checks import csv_line_numbers, line_ranges
+from ..pool_features import NO_COMPONENT
 from ..spec import CampaignSpec, load_spec, validate_spec
 from .config import BenchConfig, BenchError
 
 __all__ = ["BenchProblem", "load_problem", "pool_spec", "top_set"]
+
+log = logging.getLogger(__name__)
 
 
 def top_set(utilities: np.ndarray, percent: float) -> np.ndarray:
@@ -54,6 +61,9 @@ class BenchProblem:
     values: np.ndarray
     n_rows: int
     n_dropped: int = 0
+    """CSV rows left out because they had no finite lab value."""
+    n_averaged: int = 0
+    """Replicate groups (rows with the same id values) averaged into one candidate each."""
 
     @cached_property
     def utilities(self) -> np.ndarray:
@@ -115,14 +125,33 @@ def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> None:
                                            "use --feature-cols auto (the default)")
 
 
-def _merge(frame: pd.DataFrame, config: BenchConfig) -> pd.DataFrame:
-    """One row per distinct id: numeric columns averaged (the PV-Lab protocol for replicates)."""
-    frame = frame.dropna(subset=[config.objective_column, *config.id_cols])
+def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
+           lines: list[int]) -> tuple[pd.DataFrame, int, int]:
+    """One row per distinct id: numeric columns averaged (the PV-Lab protocol for replicates).
+
+    Returns the merged table, the rows left out (no finite lab value) and the replicate groups averaged.
+    """
     keys = list(config.id_cols)
+    frame = frame.copy()
+    for key in keys:  # an empty id value means the component is absent: a category of its own
+        if frame[key].isna().any():
+            frame[key] = frame[key].astype(object).where(frame[key].notna(), NO_COMPONENT)
+    value = pd.to_numeric(frame[config.objective_column], errors="coerce").to_numpy(dtype=float)
+    has_value = np.isfinite(value)
+    if not has_value.all():
+        left_out = [line for line, ok in zip(lines, has_value, strict=True) if not ok]
+        log.warning("%s: left out %d row(s) without a finite lab value in %r: lines %s", source, len(left_out),
+                    config.objective_column, line_ranges(left_out))
+    frame = frame[has_value]
     numeric = [c for c in frame.columns if c not in keys and pd.api.types.is_numeric_dtype(frame[c])]
     grouped = frame.groupby(keys, sort=False, dropna=False)
     merged = grouped[numeric].mean() if numeric else grouped.size().to_frame("_n")
-    return merged.reset_index()
+    sizes = grouped.size()
+    n_averaged = int((sizes > 1).sum())
+    if n_averaged:
+        log.warning("%s: averaged %d replicate group(s) (%d rows) into one candidate each, the PV-Lab protocol",
+                    source, n_averaged, int(sizes[sizes > 1].sum()))
+    return merged.reset_index(), int((~has_value).sum()), n_averaged
 
 
 def _kernel(merged: pd.DataFrame, id_cols: tuple[str, ...]) -> str:
@@ -132,14 +161,16 @@ def _kernel(merged: pd.DataFrame, id_cols: tuple[str, ...]) -> str:
     return "tanimoto" if featurise_columns(merged.head(2000), list(id_cols))[1] else "matern52"
 
 
-def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, int]:
+def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, int, int]:
     """The campaign spec of a ``--pool`` benchmark, with its merged pool written into ``workdir``.
 
-    Returns the spec, the CSV's row count and how many rows had no lab value.
+    Returns the spec, the CSV's row count, how many rows had no finite lab value and how many replicate groups
+    were averaged.
     """
     frame = _read(config)
     _check_columns(frame, config)
-    merged = _merge(frame, config)
+    lines = csv_line_numbers(Path(config.pool), len(frame))
+    merged, n_dropped, n_averaged = _merge(frame, config, f"--pool {Path(config.pool).name}", lines)
     if len(merged) < 2:
         raise BenchError("--pool", f"only {len(merged)} candidate(s) have a lab value; a benchmark needs at least 2")
     if config.lab_budget > len(merged):
@@ -164,8 +195,7 @@ def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, in
         "planner": {"main": "bo", "control": None, "control_share": 0.0, "batch_size": config.batch,
                     "n_initial": config.batch, "kernel": _kernel(merged, config.id_cols), "proposals_per_slot": 1},
     }, source="closedloop bench --pool")
-    n_dropped = len(frame) - int(frame[config.objective_column].notna().sum())
-    return spec, len(frame), n_dropped
+    return spec, len(frame), n_dropped, n_averaged
 
 
 def _truth(spec: CampaignSpec, pool: Pool) -> np.ndarray:
@@ -198,9 +228,9 @@ def load_problem(config: BenchConfig, workdir: Path) -> BenchProblem:
         spec = load_spec(config.spec)
         if spec.space.generate:
             raise BenchError("--spec", "an open space has no fixed pool to score against; bench a fixed pool")
-        n_rows, n_dropped = 0, 0
+        n_rows, n_dropped, n_averaged = 0, 0, 0
     else:
-        spec, n_rows, n_dropped = pool_spec(config, workdir)
+        spec, n_rows, n_dropped, n_averaged = pool_spec(config, workdir)
     pool = load_pool(spec)
     values = _truth(spec, pool)
     if not np.isfinite(values).any():
@@ -209,4 +239,4 @@ def load_problem(config: BenchConfig, workdir: Path) -> BenchProblem:
     if budget > len(pool):
         raise BenchError("--lab-budget", f"{budget} exceeds the {len(pool)} candidates; lower it")
     return BenchProblem(config=config, spec=spec, pool=pool, values=values, n_rows=n_rows or len(pool),
-                        n_dropped=n_dropped)
+                        n_dropped=n_dropped, n_averaged=n_averaged)

@@ -155,6 +155,8 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
         "rungs": [{"name": r.name, "column": r.column, "cost_s": r.cost_s, "simulator": r.simulator}
                   for r in problem.spec.ladder if r.proxy],
         "n_csv_rows": problem.n_rows,
+        "n_rows_without_value": problem.n_dropped,
+        "n_replicate_groups_averaged": problem.n_averaged,
         "kernel": problem.spec.planner.kernel,
         "n_features": int(problem.pool.features.shape[1]),
         "config": c.model_dump(mode="json"),

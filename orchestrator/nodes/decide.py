@@ -14,7 +14,20 @@ from ..history import LabHistory, lab_history, pending_retries
 from ..jobs import parse_job_key
 from ..state import CampaignState
 
-__all__ = ["decide", "stop_reason"]
+__all__ = ["decide", "is_failure_stop", "stop_reason"]
+
+_UNHEALTHY, _ABORTED = "lab unhealthy", "aborted after job"
+"""How the stop reasons of a campaign that ended on lab failures begin (``is_failure_stop``)."""
+
+
+def is_failure_stop(reason: str | None) -> bool:
+    """Whether a campaign stopped because its lab failed (an unhealthy lab, an abort), not because it was done.
+
+    Example:
+        >>> is_failure_stop("lab unhealthy: 4 of 6 finished jobs failed"), is_failure_stop("lab budget used: 8 of 8")
+        (True, False)
+    """
+    return bool(reason) and reason.startswith((_UNHEALTHY, _ABORTED))
 
 
 def _unhealthy(ctx: CampaignContext, history: LabHistory) -> str | None:
@@ -24,7 +37,7 @@ def _unhealthy(ctx: CampaignContext, history: LabHistory) -> str | None:
         return None
     reasons = Counter(reason.split(":")[0] for _, _, _, reason in history.failures).most_common(3)
     shown = ", ".join(f"{reason!r} ×{n}" for reason, n in reasons)
-    return (f"lab unhealthy: {n_failed} of {n_finished} finished jobs failed ({n_failed / n_finished:.0%} > tolerated "
+    return (f"{_UNHEALTHY}: {n_failed} of {n_finished} finished jobs failed ({n_failed / n_finished:.0%} > tolerated "
             f"{lab.tolerated_failure_rate:.0%}); most common: {shown}. Check the instrument, then resume or raise "
             "lab.tolerated_failure_rate")
 
@@ -35,7 +48,7 @@ def stop_reason(ctx: CampaignContext, iteration: int, history: LabHistory) -> tu
     aborts = [e.payload for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])
               if e.payload["action"] == "abort"]
     if aborts:
-        return f"aborted after job {aborts[0]['job_key']} failed: {aborts[0]['reason']}", True
+        return f"{_ABORTED} {aborts[0]['job_key']} failed: {aborts[0]['reason']}", True
     unhealthy = _unhealthy(ctx, history)
     if unhealthy:
         return unhealthy, False  # dispatch nothing more, but collect what is already in the lab

@@ -47,7 +47,7 @@ def molecule_csv(tmp_path):
 
 @pytest.fixture
 def molecule_pool(molecule_csv):
-    return load_pool(small_spec(space__pool=str(molecule_csv)))
+    return load_pool(small_spec(space__pool=str(molecule_csv), space__on_bad_rows="skip"))  # as the stream does
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,50 @@
+"""`bench --pool` keeps rows with an empty id value, says what it averages, and lists what it leaves out (issue 18)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from orchestrator.bench import BenchConfig, load_problem
+
+LIGANDS = ["CC(C)P(C(C)C)C(C)C", "c1ccc(P(c2ccccc2)c2ccccc2)cc1", "CP(C)C"]
+
+
+def _config(path, **overrides) -> BenchConfig:
+    values = dict(pool=str(path), id_cols=("base", "ligand"), objective="maximize:y", lab_budget=4, seeds=1,
+                  arms=("random",), batch=2)
+    return BenchConfig(**(values | overrides))
+
+
+def test_an_empty_id_value_is_a_category_of_its_own(tmp_path, caplog):
+    frame = pd.DataFrame({"base": ["dbu", "tmg", None, "dbu", "tmg", None, "dbu", "tmg"],
+                          "ligand": [LIGANDS[0], None, LIGANDS[1], LIGANDS[2], LIGANDS[0], None, None, LIGANDS[2]],
+                          "y": np.arange(8, dtype=float)})
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        problem = load_problem(_config(path), tmp_path / "work")
+    assert len(problem) == 8, "no row is dropped for an empty id value"
+    values = [c.values for c in problem.pool.candidates]
+    assert {"base": "none", "ligand": "none"} in values and sum(v["ligand"] == "none" for v in values) == 3
+    features = problem.pool.features
+    assert features.shape[0] == 8 and np.isfinite(features).all()
+    assert problem.spec.planner.kernel == "tanimoto", "the ligand column stays fingerprints, 'none' all zeros"
+    assert "left out" not in caplog.text
+
+
+def test_rows_without_a_lab_value_are_listed_and_replicates_are_stated(tmp_path, caplog):
+    frame = pd.DataFrame({"base": ["a", "b", "c", "d", "e", "a", "b", "f"],
+                          "ligand": ["x"] * 8,
+                          "y": [1.0, 2.0, np.nan, 4.0, np.inf, 3.0, 2.0, np.nan]})
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        problem = load_problem(_config(path, lab_budget=2), tmp_path / "work")
+    assert len(problem) == 3 and (problem.n_dropped, problem.n_averaged) == (3, 2)
+    assert "left out 3 row(s) without a finite lab value in 'y': lines 4, 6, 9" in caplog.text
+    assert "averaged 2 replicate group(s) (4 rows) into one candidate each, the PV-Lab protocol" in caplog.text
+    by_base = {c.values["base"]: v for c, v in zip(problem.pool.candidates, problem.values)}
+    assert by_base == {"a": 2.0, "b": 2.0, "d": 4.0}, "replicates are averaged (the PV-Lab protocol)"
