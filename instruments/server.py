@@ -39,6 +39,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import ipaddress
 import logging
 import threading
 import time
@@ -69,6 +70,7 @@ __all__ = [
     "LabService",
     "ServerThread",
     "build_driver",
+    "check_exposure",
     "create_app",
     "demo_oracle",
     "run_server",
@@ -486,6 +488,47 @@ class ServerThread:
         self.stop()
 
 
+TOKEN_ENV = "CLOSEDLOOP_LAB_TOKEN"
+"""The environment variable ``closedloop lab serve`` reads its bearer token from (clients read the same one)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
+
+
+def check_exposure(host: str, token: str | None, *, is_tls: bool = False) -> None:
+    """Refuse to serve a non-loopback interface without a token; warn when a token would cross the network in clear.
+
+    Raises:
+        SetupError: ``host`` is not a loopback address and ``token`` is None.
+
+    Example:
+        >>> check_exposure("127.0.0.1", None)
+        >>> check_exposure("0.0.0.0", None)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        orchestrator.domain.SetupError: --host 0.0.0.0 is reachable from other machines and no token is set, ...
+    """
+    if is_loopback(host):
+        return
+    if token is None:
+        raise SetupError(
+            f"--host {host} is reachable from other machines and no token is set, so anyone who can reach it could "
+            f"run jobs on the lab; set ${TOKEN_ENV} to a secret (clients pass the same one) or bind --host 127.0.0.1"
+        )
+    if not is_tls:
+        log.warning(
+            "serving %s over plain HTTP: the bearer token crosses the network unencrypted; pass --ssl-certfile and "
+            "--ssl-keyfile, or put the server behind a TLS proxy", host,
+        )
+
+
 def serve(
     driver: InstrumentDriver,
     host: str = "127.0.0.1",
@@ -495,22 +538,30 @@ def serve(
     *,
     seconds_per_sim_hour: float = DEFAULT_SECONDS_PER_SIM_HOUR,
     log_level: str = "info",
+    ssl_certfile: str | Path | None = None,
+    ssl_keyfile: str | Path | None = None,
 ) -> None:
-    """Serve ``driver`` over HTTP until interrupted (Ctrl-C or SIGTERM); blocks.
+    """Serve ``driver`` over HTTP (HTTPS with a certificate and key) until interrupted (Ctrl-C or SIGTERM); blocks.
 
-    Binds 127.0.0.1 by default; ``port=0`` takes a free port. Once listening it prints one line,
-    ``closedloop lab: serving <driver> on http://HOST:PORT (OpenAPI at /openapi.json)``, so a caller that started it
-    as a subprocess can read the URL.
+    Binds 127.0.0.1 by default; another interface needs a token (``check_exposure``). ``port=0`` takes a free port.
+    Once listening it prints one line, ``closedloop lab: serving <driver> on http://HOST:PORT (OpenAPI at
+    /openapi.json)``, so a caller that started it as a subprocess can read the URL.
     """
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        raise SetupError("TLS needs both --ssl-certfile and --ssl-keyfile (a PEM certificate and its private key)")
+    is_tls = ssl_certfile is not None
+    check_exposure(host, token, is_tls=is_tls)
     app = create_app(driver, token=token, journal_path=journal_path, seconds_per_sim_hour=seconds_per_sim_hour)
+    scheme = "https" if is_tls else "http"
 
     def announce(server: _Server) -> None:
         print(
-            f"closedloop lab: serving {driver.name} on http://{host}:{server.port} (OpenAPI at /openapi.json)",
+            f"closedloop lab: serving {driver.name} on {scheme}://{host}:{server.port} (OpenAPI at /openapi.json)",
             flush=True,
         )
 
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+    tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)} if is_tls else {}
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", **tls)
     _Server(config, on_started=announce).run()
 
 

@@ -269,14 +269,16 @@ def lab_serve(
     journal: Annotated[Path | None, typer.Option(help="SQLite journal, so a restarted server loses no job")] = None,
     param: Annotated[list[str], typer.Option("--param", help="driver parameter KEY=VALUE (JSON values)")] = [],
     seconds_per_sim_hour: Annotated[float, typer.Option(help="wall seconds per simulated lab hour")] = 0.01,
+    ssl_certfile: Annotated[Path | None, typer.Option("--ssl-certfile", help="serve HTTPS with this PEM certificate")] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option("--ssl-keyfile", help="the certificate's PEM private key")] = None,
 ) -> None:
     """Serve any registered driver over HTTP, with its OpenAPI spec at /openapi.json.
 
-    A bearer token is required when $CLOSEDLOOP_LAB_TOKEN is set.
+    A bearer token is required when $CLOSEDLOOP_LAB_TOKEN is set; an interface other than loopback needs one.
     """
     import os
 
-    from instruments.server import build_driver, serve
+    from instruments.server import TOKEN_ENV, build_driver, serve
 
     params: dict[str, Any] = {}
     for item in param:
@@ -293,8 +295,12 @@ def lab_serve(
         lab_driver = build_driver(driver, params)
     except ClosedLoopError as exc:
         _fail(str(exc))
-    serve(lab_driver, host=host, port=port, token=os.environ.get("CLOSEDLOOP_LAB_TOKEN") or None,
-          journal_path=journal, seconds_per_sim_hour=seconds_per_sim_hour, log_level="warning")
+    try:  # serve refuses a non-loopback host without a token before it binds anything
+        serve(lab_driver, host=host, port=port, token=os.environ.get(TOKEN_ENV) or None, journal_path=journal,
+              seconds_per_sim_hour=seconds_per_sim_hour, log_level="warning", ssl_certfile=ssl_certfile,
+              ssl_keyfile=ssl_keyfile)
+    except ClosedLoopError as exc:
+        _fail(str(exc))
 
 
 def _simlab_params_for(spec_path: Path) -> dict[str, Any]:
