@@ -31,7 +31,7 @@ from typing import Any
 from langgraph.types import Command
 
 from .context import CampaignContext, build_context
-from .domain import SetupError, import_optional
+from .domain import SetupError, import_optional, redact
 from .events import CampaignStarted
 from .graph import build_graph
 from .ledger import Ledger
@@ -109,7 +109,11 @@ class Campaign:
     # ------------------------------------------------------------------------------------------- construction
     @classmethod
     def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None) -> Campaign:
-        """Record ``CampaignStarted`` and return a campaign ready to ``run``."""
+        """Record ``CampaignStarted`` and return a campaign ready to ``run``.
+
+        The recorded spec has the credentials of its URLs (lab, model endpoint) redacted; this campaign keeps the
+        real ones for its connections.
+        """
         load_pool(spec)  # a bad pool is refused before the ledger is opened (the loaded pool is cached)
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
         campaign_id = campaign_id or f"{spec.campaign.name}-{uuid.uuid4().hex[:8]}"
@@ -117,7 +121,7 @@ class Campaign:
             raise SetupError(f"campaign {campaign_id!r} already exists in {ledger.url}; resume it with --resume {campaign_id}")
         campaign = cls(ledger, campaign_id, spec, owns_ledger=owns)
         ledger.append(campaign_id, CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
-                                                   spec=spec.model_dump(mode="json"),
+                                                   spec=redact(spec.model_dump(mode="json")),
                                                    pool_rows_skipped=list(campaign.ctx.pool.skipped_rows)),
                       key="started")
         return campaign

@@ -37,9 +37,25 @@ def _emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+class _RedactingFilter(logging.Filter):
+    """Redacts the credentials of URLs in log records (httpx logs every request URL, userinfo included)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from .domain import redact_urls_in
+
+        message = record.getMessage()
+        redacted = redact_urls_in(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log progress details")] = False) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _RedactingFilter) for f in handler.filters):
+            handler.addFilter(_RedactingFilter())
 
 
 # --------------------------------------------------------------------------------------------------- run
