@@ -92,7 +92,11 @@ def run(
                 _fail("--history seeds a new campaign; import it when you start one, not on --resume")
             if control_share is not None:
                 _fail("--control-share applies to a new campaign; a resumed one keeps the share it started with")
-            campaign = Campaign.resume(resume, db=db)
+            # resume_policy: a new lab budget is applied and recorded; another seed, planner, lab or model is refused
+            campaign = Campaign.resume(resume, db=db, lab_budget=lab_budget, seed=seed, planner=planner,
+                                       lab_url=lab_url, model=model)
+            if lab_budget is not None and not as_json:
+                out.print(f"lab budget of {resume}: {campaign.spec.budget.lab_experiments} experiments")
         else:
             if spec is None:
                 _fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
