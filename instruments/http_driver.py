@@ -39,7 +39,7 @@ import httpx
 
 from instruments.base import JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import EnvelopeViolation, SafetyEnvelope
-from orchestrator.domain import InstrumentFault, SetupError
+from orchestrator.domain import InstrumentFault, SetupError, redact_url, redact_urls_in
 
 __all__ = ["HttpDriver"]
 
@@ -72,10 +72,11 @@ class HttpDriver:
         max_backoff_s: float = 5.0,
     ) -> None:
         if not str(base_url).startswith(("http://", "https://")):
-            raise SetupError(f"lab url {base_url!r} must start with http:// or https://, e.g. http://127.0.0.1:8000")
+            raise SetupError(f"lab url {redact_urls_in(str(base_url))!r} must start with http:// or https://, e.g. http://127.0.0.1:8000")
         if retries < 0 or backoff_s < 0 or not timeout_s > 0:
             raise SetupError(f"HttpDriver needs {retries=} >= 0, {backoff_s=} >= 0 and {timeout_s=} > 0")
         self.base_url = str(base_url).rstrip("/")
+        self.display_url = redact_url(self.base_url)  # what messages, health and capabilities show
         self.token = token
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
@@ -91,7 +92,7 @@ class HttpDriver:
     # ------------------------------------------------------------------------------------------- protocol
     async def capabilities(self) -> dict[str, Any]:
         """The server's capabilities, plus ``remote_url``."""
-        return {**(await self._json("GET", "/capabilities")), "remote_url": self.base_url}
+        return {**(await self._json("GET", "/capabilities")), "remote_url": self.display_url}
 
     async def submit(self, job: LabJob) -> JobHandle:
         """Submit ``job``; a repeat (also after a lost answer or a server restart) returns the same handle.
@@ -123,7 +124,7 @@ class HttpDriver:
         except (SetupError, EnvelopeViolation):
             raise
         except InstrumentFault as exc:
-            return {"is_ok": False, "driver": self.name, "remote_url": self.base_url, "reason": str(exc)}
+            return {"is_ok": False, "driver": self.name, "remote_url": self.display_url, "reason": str(exc)}
 
     # ------------------------------------------------------------------------------------------- envelope, clock
     @property
@@ -191,7 +192,7 @@ class HttpDriver:
             try:
                 response = await self._async_client().request(method, path, json=json)
             except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                problem = redact_urls_in(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__
                 continue
             if response.status_code in _RETRY_STATUS:
                 problem = f"HTTP {response.status_code}: {_message(response)}"
@@ -210,7 +211,7 @@ class HttpDriver:
                 try:
                     response = client.request(method, path)
                 except httpx.TransportError as exc:
-                    problem = f"{type(exc).__name__}: {exc}"
+                    problem = redact_urls_in(f"{type(exc).__name__}: {exc}")
                     continue
                 if response.status_code in _RETRY_STATUS:
                     problem = f"HTTP {response.status_code}: {_message(response)}"
@@ -220,7 +221,7 @@ class HttpDriver:
 
     def _unreachable(self, method: str, path: str, n_attempts: int, problem: str) -> InstrumentFault:
         return InstrumentFault(
-            f"the lab at {self.base_url} did not answer {method} {path} after {n_attempts} attempts ({problem}); "
+            f"the lab at {self.display_url} did not answer {method} {path} after {n_attempts} attempts ({problem}); "
             "check that it is running (closedloop lab serve) or raise retries="
         )
 
@@ -235,15 +236,15 @@ class HttpDriver:
         if kind == "envelope_violation":
             raise EnvelopeViolation(message, body.get("violations") or (), job_key)
         if response.status_code == 401:
-            raise SetupError(f"the lab at {self.base_url} refused {method} {path} (401): {message}")
+            raise SetupError(f"the lab at {self.display_url} refused {method} {path} (401): {message}")
         if kind in ("key_conflict", "setup_error") or response.status_code == 400:
             raise SetupError(message)
         if response.status_code == 422:
-            raise SetupError(f"the lab at {self.base_url} refused {method} {path} as malformed: {message}")
+            raise SetupError(f"the lab at {self.display_url} refused {method} {path} as malformed: {message}")
         raise InstrumentFault(message)
 
     def __repr__(self) -> str:
-        return f"HttpDriver({self.base_url!r}, retries={self.retries}, timeout_s={self.timeout_s})"
+        return f"HttpDriver({self.display_url!r}, retries={self.retries}, timeout_s={self.timeout_s})"
 
 
 def _body(response: httpx.Response) -> dict[str, Any]:

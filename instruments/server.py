@@ -4,7 +4,8 @@
 ``/openapi.json``:
 
 ========================  ==============================  ===============================================
-``POST /jobs``            submit (idempotent on job_key)  ``JobInfo``; 409 key reused, 422 out of envelope
+``POST /jobs``            submit (idempotent on job_key)  ``JobInfo``; 409 key reused, 422 out of envelope or
+                                                          a candidate whose id is not its chemistry's
 ``GET /jobs/{key}``       status                          ``JobInfo``; 404 unknown
 ``GET /jobs/{key}/result``  result                        ``LabResult``; 409 unfinished or cancelled
 ``POST /jobs/{key}/cancel``  cancel                       ``JobInfo``
@@ -15,7 +16,9 @@
 
 Errors come back as ``ErrorBody`` (``error``, ``message``, ``violations``). With ``token`` set, every endpoint but
 ``/openapi.json`` and ``/docs`` needs ``Authorization: Bearer <token>`` (401 otherwise). The server checks the
-envelope itself before the driver sees a job, and the driver checks again.
+envelope itself before the driver sees a job, and the driver checks again. A job's candidate is parsed again
+(``request_checks.candidate_problem``): an invalid SMILES or formula, or an id that is not its chemistry's, is 422
+``invalid_candidate``; a malformed job is 422 ``invalid_job``; a body over ``max_body_bytes`` (1 MB) is 413.
 
 **Journal.** Accepted jobs and their results go to a SQLite ``LabJournal`` (``journal_path``; in memory when None).
 On start-up the server serves finished results from it and resubmits accepted-but-unfinished jobs to its fresh driver;
@@ -39,6 +42,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import ipaddress
 import logging
 import threading
 import time
@@ -52,11 +56,13 @@ from instruments.base import TERMINAL_STATES, InstrumentDriver, JobHandle, JobSt
 from instruments.envelope import EnvelopeViolation, SafetyEnvelope
 from instruments.journal import LabJournal
 from instruments.oracle import FunctionOracle, TableOracle
+from instruments.request_checks import DEFAULT_MAX_BODY_BYTES, BodySizeLimit, candidate_problem
 from orchestrator.domain import InstrumentFault, SetupError
 
 try:
     import uvicorn
     from fastapi import Depends, FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 except ImportError as exc:  # pragma: no cover - depends on the install
@@ -69,6 +75,7 @@ __all__ = [
     "LabService",
     "ServerThread",
     "build_driver",
+    "check_exposure",
     "create_app",
     "demo_oracle",
     "run_server",
@@ -82,7 +89,7 @@ DEFAULT_SECONDS_PER_SIM_HOUR = 0.01
 
 ErrorKind = Literal[
     "envelope_violation", "key_conflict", "not_found", "not_finished", "setup_error", "instrument_fault",
-    "unauthorized",
+    "unauthorized", "invalid_job", "invalid_candidate", "payload_too_large",
 ]
 
 
@@ -243,6 +250,9 @@ class LabService:
         return JobInfo(job_key=job_key, driver=self.driver.name, state=state, now_s=self.now_s)
 
     async def submit(self, job: LabJob) -> JobInfo:
+        problem = candidate_problem(job.candidate)
+        if problem is not None:
+            raise ApiError(422, "invalid_candidate", f"job {job.job_key!r} was refused: {problem}")
         entry = self.journal.get(job.job_key)
         if entry is not None:
             if entry.job != job:
@@ -327,7 +337,7 @@ class LabService:
         }
 
 
-_ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 404, 409, 422, 503)}
+_ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 503)}
 
 
 def create_app(
@@ -337,6 +347,7 @@ def create_app(
     journal_path: str | Path | None = None,
     seconds_per_sim_hour: float = DEFAULT_SECONDS_PER_SIM_HOUR,
     tick_s: float = 0.005,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """A FastAPI app serving ``driver``; see the module docstring for the endpoints.
 
@@ -346,6 +357,7 @@ def create_app(
         journal_path: SQLite journal that survives restarts; None keeps it in memory.
         seconds_per_sim_hour: real seconds per simulated hour, for a simulated driver.
         tick_s: real seconds between clock advances and status polls.
+        max_body_bytes: larger request bodies are refused with 413 before they are parsed.
     """
     service = LabService(driver, journal_path=journal_path, seconds_per_sim_hour=seconds_per_sim_hour, tick_s=tick_s)
     bearer = HTTPBearer(auto_error=False, description="the token given to `closedloop lab serve --token`")
@@ -382,6 +394,14 @@ def create_app(
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
         return JSONResponse(exc.body.model_dump(), status_code=exc.status_code, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_job(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]]
+        message = f"the request is malformed ({'; '.join(problems)}); see /openapi.json for the LabJob schema"
+        return JSONResponse(ErrorBody(error="invalid_job", message=message).model_dump(), status_code=422)
+
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
 
     @app.post("/jobs", response_model=JobInfo, summary="Submit a job (idempotent on job_key)")
     async def submit(job: LabJob) -> JobInfo:
@@ -486,6 +506,47 @@ class ServerThread:
         self.stop()
 
 
+TOKEN_ENV = "CLOSEDLOOP_LAB_TOKEN"
+"""The environment variable ``closedloop lab serve`` reads its bearer token from (clients read the same one)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
+
+
+def check_exposure(host: str, token: str | None, *, is_tls: bool = False) -> None:
+    """Refuse to serve a non-loopback interface without a token; warn when a token would cross the network in clear.
+
+    Raises:
+        SetupError: ``host`` is not a loopback address and ``token`` is None.
+
+    Example:
+        >>> check_exposure("127.0.0.1", None)
+        >>> check_exposure("0.0.0.0", None)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        orchestrator.domain.SetupError: --host 0.0.0.0 is reachable from other machines and no token is set, ...
+    """
+    if is_loopback(host):
+        return
+    if token is None:
+        raise SetupError(
+            f"--host {host} is reachable from other machines and no token is set, so anyone who can reach it could "
+            f"run jobs on the lab; set ${TOKEN_ENV} to a secret (clients pass the same one) or bind --host 127.0.0.1"
+        )
+    if not is_tls:
+        log.warning(
+            "serving %s over plain HTTP: the bearer token crosses the network unencrypted; pass --ssl-certfile and "
+            "--ssl-keyfile, or put the server behind a TLS proxy", host,
+        )
+
+
 def serve(
     driver: InstrumentDriver,
     host: str = "127.0.0.1",
@@ -495,22 +556,30 @@ def serve(
     *,
     seconds_per_sim_hour: float = DEFAULT_SECONDS_PER_SIM_HOUR,
     log_level: str = "info",
+    ssl_certfile: str | Path | None = None,
+    ssl_keyfile: str | Path | None = None,
 ) -> None:
-    """Serve ``driver`` over HTTP until interrupted (Ctrl-C or SIGTERM); blocks.
+    """Serve ``driver`` over HTTP (HTTPS with a certificate and key) until interrupted (Ctrl-C or SIGTERM); blocks.
 
-    Binds 127.0.0.1 by default; ``port=0`` takes a free port. Once listening it prints one line,
-    ``closedloop lab: serving <driver> on http://HOST:PORT (OpenAPI at /openapi.json)``, so a caller that started it
-    as a subprocess can read the URL.
+    Binds 127.0.0.1 by default; another interface needs a token (``check_exposure``). ``port=0`` takes a free port.
+    Once listening it prints one line, ``closedloop lab: serving <driver> on http://HOST:PORT (OpenAPI at
+    /openapi.json)``, so a caller that started it as a subprocess can read the URL.
     """
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        raise SetupError("TLS needs both --ssl-certfile and --ssl-keyfile (a PEM certificate and its private key)")
+    is_tls = ssl_certfile is not None
+    check_exposure(host, token, is_tls=is_tls)
     app = create_app(driver, token=token, journal_path=journal_path, seconds_per_sim_hour=seconds_per_sim_hour)
+    scheme = "https" if is_tls else "http"
 
     def announce(server: _Server) -> None:
         print(
-            f"closedloop lab: serving {driver.name} on http://{host}:{server.port} (OpenAPI at /openapi.json)",
+            f"closedloop lab: serving {driver.name} on {scheme}://{host}:{server.port} (OpenAPI at /openapi.json)",
             flush=True,
         )
 
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+    tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)} if is_tls else {}
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", **tls)
     _Server(config, on_started=announce).run()
 
 

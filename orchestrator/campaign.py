@@ -31,12 +31,13 @@ from typing import Any
 from langgraph.types import Command
 
 from .context import CampaignContext, build_context
-from .domain import SetupError, import_optional
+from .domain import SetupError, import_optional, redact
 from .events import CampaignStarted
 from .graph import build_graph
 from .ledger import Ledger
 from .pool import load_pool
-from .spec import CampaignSpec, validate_spec
+from .resume_policy import recorded_spec, resume_spec
+from .spec import CampaignSpec
 from .summary import summarise
 
 __all__ = ["Campaign", "checkpoint_path"]
@@ -109,7 +110,11 @@ class Campaign:
     # ------------------------------------------------------------------------------------------- construction
     @classmethod
     def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None) -> Campaign:
-        """Record ``CampaignStarted`` and return a campaign ready to ``run``."""
+        """Record ``CampaignStarted`` and return a campaign ready to ``run``.
+
+        The recorded spec has the credentials of its URLs (lab, model endpoint) redacted; this campaign keeps the
+        real ones for its connections.
+        """
         load_pool(spec)  # a bad pool is refused before the ledger is opened (the loaded pool is cached)
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
         campaign_id = campaign_id or f"{spec.campaign.name}-{uuid.uuid4().hex[:8]}"
@@ -117,21 +122,34 @@ class Campaign:
             raise SetupError(f"campaign {campaign_id!r} already exists in {ledger.url}; resume it with --resume {campaign_id}")
         campaign = cls(ledger, campaign_id, spec, owns_ledger=owns)
         ledger.append(campaign_id, CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
-                                                   spec=spec.model_dump(mode="json"),
+                                                   spec=redact(spec.model_dump(mode="json")),
                                                    pool_rows_skipped=list(campaign.ctx.pool.skipped_rows)),
                       key="started")
         return campaign
 
     @classmethod
-    def resume(cls, campaign_id: str, *, db: str | Path | Ledger) -> Campaign:
-        """Re-open a campaign from its ledger; ``run()`` then continues from the last checkpoint."""
+    def resume(cls, campaign_id: str, *, db: str | Path | Ledger, **options: Any) -> Campaign:
+        """Re-open a campaign from its ledger; ``run()`` then continues from the last checkpoint.
+
+        ``options`` (``lab_budget``, ``seed``, ``planner``, ``lab_url``, ``model``) follow ``resume_policy``: a new
+        lab budget is applied and recorded as ``LabBudgetChanged``, a different seed or planner is refused, and a
+        lab URL or model whose credentials the ledger redacted must be given again.
+        """
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
-        started = ledger.events(campaign_id, types=[CampaignStarted.type])
-        if not started:
-            known = ledger.campaign_ids_with_events()
-            raise SetupError(f"campaign {campaign_id!r} is not in {ledger.url}; campaigns there: {known}")
-        spec = validate_spec(started[0].payload["spec"], source=f"{campaign_id} (from the ledger)")
-        return cls(ledger, campaign_id, spec, owns_ledger=owns)
+        try:
+            recorded = recorded_spec(ledger, campaign_id)
+            row = ledger.campaign(campaign_id)
+            spec, budget_change = resume_spec(recorded, campaign_id=campaign_id,
+                                              n_dispatched=len(ledger.lab_jobs(campaign_id)),
+                                              is_stopped=row.status == "stopped", **options)
+        except SetupError:
+            if owns:
+                ledger.close()
+            raise
+        campaign = cls(ledger, campaign_id, spec, owns_ledger=owns)
+        if budget_change is not None:
+            ledger.append(campaign_id, budget_change, key=f"lab-budget-changed:{ledger.n_events(campaign_id)}")
+        return campaign
 
     # ------------------------------------------------------------------------------------------------ running
     @property

@@ -37,9 +37,25 @@ def _emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+class _RedactingFilter(logging.Filter):
+    """Redacts the credentials of URLs in log records (httpx logs every request URL, userinfo included)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from .domain import redact_urls_in
+
+        message = record.getMessage()
+        redacted = redact_urls_in(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log progress details")] = False) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _RedactingFilter) for f in handler.filters):
+            handler.addFilter(_RedactingFilter())
 
 
 # --------------------------------------------------------------------------------------------------- run
@@ -76,7 +92,11 @@ def run(
                 _fail("--history seeds a new campaign; import it when you start one, not on --resume")
             if control_share is not None:
                 _fail("--control-share applies to a new campaign; a resumed one keeps the share it started with")
-            campaign = Campaign.resume(resume, db=db)
+            # resume_policy: a new lab budget is applied and recorded; another seed, planner, lab or model is refused
+            campaign = Campaign.resume(resume, db=db, lab_budget=lab_budget, seed=seed, planner=planner,
+                                       lab_url=lab_url, model=model)
+            if lab_budget is not None and not as_json:
+                out.print(f"lab budget of {resume}: {campaign.spec.budget.lab_experiments} experiments")
         else:
             if spec is None:
                 _fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
@@ -269,14 +289,16 @@ def lab_serve(
     journal: Annotated[Path | None, typer.Option(help="SQLite journal, so a restarted server loses no job")] = None,
     param: Annotated[list[str], typer.Option("--param", help="driver parameter KEY=VALUE (JSON values)")] = [],
     seconds_per_sim_hour: Annotated[float, typer.Option(help="wall seconds per simulated lab hour")] = 0.01,
+    ssl_certfile: Annotated[Path | None, typer.Option("--ssl-certfile", help="serve HTTPS with this PEM certificate")] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option("--ssl-keyfile", help="the certificate's PEM private key")] = None,
 ) -> None:
     """Serve any registered driver over HTTP, with its OpenAPI spec at /openapi.json.
 
-    A bearer token is required when $CLOSEDLOOP_LAB_TOKEN is set.
+    A bearer token is required when $CLOSEDLOOP_LAB_TOKEN is set; an interface other than loopback needs one.
     """
     import os
 
-    from instruments.server import build_driver, serve
+    from instruments.server import TOKEN_ENV, build_driver, serve
 
     params: dict[str, Any] = {}
     for item in param:
@@ -293,8 +315,12 @@ def lab_serve(
         lab_driver = build_driver(driver, params)
     except ClosedLoopError as exc:
         _fail(str(exc))
-    serve(lab_driver, host=host, port=port, token=os.environ.get("CLOSEDLOOP_LAB_TOKEN") or None,
-          journal_path=journal, seconds_per_sim_hour=seconds_per_sim_hour, log_level="warning")
+    try:  # serve refuses a non-loopback host without a token before it binds anything
+        serve(lab_driver, host=host, port=port, token=os.environ.get(TOKEN_ENV) or None, journal_path=journal,
+              seconds_per_sim_hour=seconds_per_sim_hour, log_level="warning", ssl_certfile=ssl_certfile,
+              ssl_keyfile=ssl_keyfile)
+    except ClosedLoopError as exc:
+        _fail(str(exc))
 
 
 def _simlab_params_for(spec_path: Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from .domain import ClosedLoopError
+from .domain import ClosedLoopError, redact_urls_in
 
 __all__ = ["EXIT_ERROR", "main", "print_error"]
 
@@ -30,11 +30,12 @@ def print_error(message: str) -> None:
     """Write ``error: message`` to stderr in red, as one line: never wrapped, and brackets printed as they are.
 
     Rich reads ``[dft]`` in ``pip install "closedloop[dft]"`` as markup and would drop it, so the message is escaped.
+    The credentials of any URL in it are redacted.
     """
     from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(redact_urls_in(message))}", highlight=False, soft_wrap=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

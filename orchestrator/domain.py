@@ -17,11 +17,13 @@ import hashlib
 import importlib
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from types import ModuleType
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -47,6 +49,9 @@ __all__ = [
     "import_optional",
     "objective_utility",
     "parse_candidate",
+    "redact",
+    "redact_url",
+    "redact_urls_in",
 ]
 
 CandidateKind = Literal["molecule", "material", "conditions"]
@@ -466,3 +471,68 @@ class Observation(_Frozen):
         if self.status == "failed" and not self.reason:
             raise ValueError("a failed observation must say why (reason=...)")
         return self
+
+
+# --------------------------------------------------------------------------------------------------- secrets in URLs
+REDACTED = "***"
+_SECRET_QUERY_NAMES = frozenset({
+    "token", "key", "api_key", "apikey", "api-key", "access_token", "refresh_token", "id_token", "auth", "password",
+    "passwd", "pwd", "secret", "client_secret", "sig", "signature", "x-amz-signature", "x-amz-credential",
+    "x-goog-signature", "code",
+})
+_URL_IN_TEXT = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s'\"<>]+")
+
+
+def _is_secret_name(name: str) -> bool:
+    name = name.lower()
+    return name in _SECRET_QUERY_NAMES or name.endswith(("_token", "_key", "_secret", "_password", "-token", "-key"))
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its credentials replaced by ``***``: the userinfo password (a lone user name too, which is
+    usually a token) and the values of secret-looking query parameters (``token``, ``key``, ``api_key``, ``sig``, …).
+
+    For the record, logs and the terminal; the connection itself uses the real URL.
+
+    Example:
+        >>> redact_url("http://user:pa55@lab.example:8000/v1?api_key=abc&batch=2")
+        'http://user:***@lab.example:8000/v1?api_key=***&batch=2'
+        >>> redact_url("http://127.0.0.1:8000")
+        'http://127.0.0.1:8000'
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, has_password, _ = userinfo.partition(":")
+        netloc = f"{user}:{REDACTED}@{host}" if has_password else f"{REDACTED}@{host}"
+    pairs = []
+    for pair in parts.query.split("&") if parts.query else []:
+        name, sep, value = pair.partition("=")
+        pairs.append(f"{name}={REDACTED}" if sep and value and _is_secret_name(name) else pair)
+    return urlunsplit(parts._replace(netloc=netloc, query="&".join(pairs)))
+
+
+def redact_urls_in(text: str) -> str:
+    """``text`` with every URL in it passed through ``redact_url`` (messages, model strings like
+    ``openai:MODEL@http://user:pw@host/v1``).
+
+    Example:
+        >>> redact_urls_in("openai:gpt-4o-mini@http://me:hunter2@llm.local/v1 failed")
+        'openai:gpt-4o-mini@http://me:***@llm.local/v1 failed'
+    """
+    return _URL_IN_TEXT.sub(lambda match: redact_url(match.group(0)), text) if "://" in text else text
+
+
+def redact(data: Any) -> Any:
+    """A copy of JSON-like ``data`` (dicts, lists, strings) with the credentials of every URL in it redacted."""
+    if isinstance(data, str):
+        return redact_urls_in(data)
+    if isinstance(data, Mapping):
+        return {key: redact(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact(value) for value in data]
+    return data

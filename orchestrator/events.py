@@ -32,6 +32,7 @@ __all__ = [
     "FailureHandled",
     "JobStatus",
     "LLMCall",
+    "LabBudgetChanged",
     "Observed",
     "Promoted",
     "Proposed",
@@ -396,6 +397,18 @@ class LLMCall(EventPayload):
     n_completion_tokens: int | None = None
     latency_s: float | None = Field(default=None, description="wall-clock seconds of the call")
     error: str | None = Field(default=None, description="why the call failed, credentials scrubbed")
+
+
+class LabBudgetChanged(EventPayload):
+    """The lab experiment budget was changed on a resume (``closedloop run --resume ID --lab-budget N``).
+
+    Readers of a campaign's spec apply it after ``CampaignStarted``'s (``resume_policy.recorded_spec``).
+    """
+
+    type: ClassVar[str] = "LabBudgetChanged"
+    lab_experiments: int = Field(gt=0, description="the new lab budget, experiments")
+    previous: int = Field(gt=0, description="the budget it replaced, experiments")
+    n_dispatched: int = Field(ge=0, description="lab experiments dispatched when it changed")
 
 
 class CampaignStopped(EventPayload):

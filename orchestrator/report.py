@@ -25,7 +25,8 @@ from sqlalchemy.engine import make_url
 
 from .events import CampaignStarted, Dispatched, Observed, Proposed, Simulated
 from .ledger import Ledger, LedgerError
-from .spec import CampaignSpec, validate_spec
+from .resume_policy import recorded_spec
+from .spec import CampaignSpec
 
 __all__ = [
     "REPORT_FIGURES",
@@ -62,11 +63,10 @@ class GanttData:
 
 
 def _spec(ledger: Ledger, campaign_id: str) -> CampaignSpec:
-    started = ledger.events(campaign_id, types=[CampaignStarted.type])
-    if not started:
+    if not ledger.events(campaign_id, types=[CampaignStarted.type]):
         known = ledger.campaign_ids_with_events()
         raise LedgerError(f"campaign {campaign_id!r} is not in {ledger.url}; campaigns there: {known}")
-    return validate_spec(started[0].payload["spec"], source=f"{campaign_id} (from the ledger)")
+    return recorded_spec(ledger, campaign_id)
 
 
 def lab_origin_s(ledger: Ledger, campaign_id: str) -> float:

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .context import lab_time_s
-from .events import CampaignStarted, Observed, RungSurveyed, Simulated
+from .events import Observed, RungSurveyed, Simulated
 from .ledger import Ledger
 from .planner_stats import planner_stats
+from .resume_policy import recorded_spec
 from .seeding import derive_rng
-from .spec import ObjectiveSpec, validate_spec
+from .spec import ObjectiveSpec
 
 __all__ = ["arm_comparison", "comparison_ceiling", "measured_order", "summarise"]
 
@@ -130,8 +131,7 @@ def measured_order(ledger: Ledger, campaign_id: str) -> list[str]:
 def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     """A JSON-ready summary of one campaign, from its ledger alone."""
     campaign = ledger.campaign(campaign_id)
-    started = ledger.events(campaign_id, types=[CampaignStarted.type])[0]
-    spec = validate_spec(started.payload["spec"])
+    spec = recorded_spec(ledger, campaign_id)
     labels = {row.candidate_id: _label(row.canonical) for row in ledger.candidates(campaign_id)}
     everything = [e.typed() for e in ledger.events(campaign_id, types=[Observed.type])]
     observed = [o for o in everything if o.provenance == "lab"]  # imported past results are history, not this campaign

@@ -50,7 +50,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..domain import InvalidCandidate, Proposal, SetupError
+from ..domain import InvalidCandidate, Proposal, SetupError, redact_urls_in
 from ..seeding import derive_rng
 from .base import PlanningContext
 from .llm_prompt import (
@@ -130,7 +130,7 @@ def _scrub(text: str) -> str:
     for name, value in os.environ.items():
         if value and len(value) >= 6 and name.endswith(("_API_KEY", "_TOKEN", "_SECRET")):
             text = text.replace(value, "***")
-    return re.sub(r"\b(sk|pk|key)-[A-Za-z0-9_\-]{6,}", r"\1-***", text)
+    return re.sub(r"\b(sk|pk|key)-[A-Za-z0-9_\-]{6,}", r"\1-***", redact_urls_in(text))
 
 
 # --------------------------------------------------------------------------------------------------- planner

@@ -26,7 +26,6 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -35,7 +34,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import ConfigDict, Field
 
-from ..domain import SetupError, import_optional
+from ..domain import SetupError, import_optional, redact_url, redact_urls_in
 
 __all__ = [
     "EMBEDDED_MODEL_FILE",
@@ -297,7 +296,8 @@ def load_chat_model(
     base_url = base_url or url
     provider = name.split(":", 1)[0] if ":" in name else None
     if base_url and provider not in (None, "openai"):
-        raise SetupError(f"a base URL is for OpenAI-compatible servers; write 'openai:MODEL@{base_url}' instead of {model!r}")
+        raise SetupError(redact_urls_in(f"a base URL is for OpenAI-compatible servers; write 'openai:MODEL@{base_url}' "
+                                        f"instead of {model!r}"))
     if base_url and provider is None:
         name, provider = f"openai:{name}", "openai"
     kwargs: dict[str, Any] = {"temperature": temperature}
@@ -332,13 +332,6 @@ def model_name(chat_model: BaseChatModel) -> str:
     return f"{chat_model._llm_type}:{name}" if name else chat_model._llm_type
 
 
-def _strip_credentials(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
-    return urlunsplit(parts._replace(query=""))
-
-
 def model_parameters(chat_model: BaseChatModel) -> dict[str, Any]:
     """Sampling parameters worth recording: temperature, seed, max_tokens and the endpoint. Never a key."""
     parameters: dict[str, Any] = {}
@@ -348,7 +341,7 @@ def model_parameters(chat_model: BaseChatModel) -> dict[str, Any]:
             parameters[field] = value
     url = getattr(chat_model, "openai_api_base", None) or getattr(chat_model, "base_url", None)
     if isinstance(url, str) and url:
-        parameters["base_url"] = _strip_credentials(url)
+        parameters["base_url"] = redact_url(url)
     return parameters
 
 

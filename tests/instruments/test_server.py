@@ -320,3 +320,29 @@ def test_a_driver_without_a_clock_is_polled_and_journaled(serve_lab):
         poll_done(client, ["p"])
         assert client.get("/jobs/p/result").json()["value"] == 2.0
         assert client.get("/health").json()["server"]["n_journaled"]["done"] == 1
+
+
+# ----------------------------------------------------------------------------------------------- exposure
+def test_a_non_loopback_host_needs_a_token(caplog):
+    from instruments.server import check_exposure
+
+    for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
+        check_exposure(host, None)
+    for host in ("0.0.0.0", "192.168.1.5", "lab.example.org", "::"):
+        with pytest.raises(SetupError, match="CLOSEDLOOP_LAB_TOKEN") as refused:
+            check_exposure(host, None)
+        assert f"--host {host} is reachable from other machines" in str(refused.value)
+    assert not caplog.records
+
+
+def test_a_token_over_plain_http_on_the_network_is_warned_about(caplog):
+    from instruments.server import check_exposure
+
+    with caplog.at_level("WARNING", logger="instruments.server"):
+        check_exposure("127.0.0.1", "s3cret")
+        check_exposure("0.0.0.0", "s3cret", is_tls=True)
+        assert not caplog.records
+        check_exposure("0.0.0.0", "s3cret")
+    [warning] = caplog.records
+    assert warning.levelname == "WARNING" and "plain HTTP" in warning.getMessage()
+    assert "--ssl-certfile" in warning.getMessage() and "s3cret" not in warning.getMessage()

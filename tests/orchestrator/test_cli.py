@@ -187,3 +187,27 @@ def test_worker_command_drives_a_started_campaign_to_its_end(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["campaigns_finished"] == ["shared"] and report["n_steps"] > 0
+
+
+def test_lab_serve_refuses_a_public_interface_without_a_token(monkeypatch):
+    monkeypatch.delenv("CLOSEDLOOP_LAB_TOKEN", raising=False)
+    result = invoke("lab", "serve", "--host", "0.0.0.0", "--port", 0)
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: --host 0.0.0.0 is reachable from other machines")
+    assert "CLOSEDLOOP_LAB_TOKEN" in lines[0]
+
+
+def test_lab_serve_warns_once_when_the_token_travels_in_clear(monkeypatch, caplog):
+    import instruments.server
+
+    served = []
+    monkeypatch.setattr(instruments.server._Server, "run", lambda self: served.append(self.config.host))
+    monkeypatch.setenv("CLOSEDLOOP_LAB_TOKEN", "s3cret-token")
+    with caplog.at_level("WARNING"):
+        result = invoke("lab", "serve", "--host", "0.0.0.0", "--port", 0)
+    assert result.exit_code == 0, result.output
+    assert served == ["0.0.0.0"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "plain HTTP" in warnings[0] and "s3cret-token" not in warnings[0]
+    assert invoke("lab", "serve", "--host", "0.0.0.0", "--ssl-certfile", "cert.pem").exit_code == 2

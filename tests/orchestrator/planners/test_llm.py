@@ -349,7 +349,8 @@ def test_recorded_parameters_never_contain_an_api_key(monkeypatch):
     model = load_chat_model("openai:some-model@http://user:pw@127.0.0.1:9/v1", temperature=0.0, seed=7, max_tokens=99)
     metadata = call_metadata(model, AIMessage(content="{}", usage_metadata={"input_tokens": 5, "output_tokens": 2, "total_tokens": 7}), 0.25)
     assert metadata == {"model": "openai-chat:some-model",
-                        "parameters": {"temperature": 0.0, "seed": 7, "max_tokens": 99, "base_url": "http://127.0.0.1:9/v1"},
+                        "parameters": {"temperature": 0.0, "seed": 7, "max_tokens": 99,
+                                       "base_url": "http://user:***@127.0.0.1:9/v1"},
                         "n_prompt_tokens": 5, "n_completion_tokens": 2, "latency_s": 0.25}
     assert "sk-secret" not in json.dumps(metadata)
 
