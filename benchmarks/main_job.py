@@ -88,7 +88,8 @@ def render(report: dict) -> str:
         if "error" in r:
             lines.append(f"| {r['seed']} | error: {r['error'][0]} | | | | | | | | |")
             continue
-        llm = (r.get("planner_stats") or {}).get("llm") or {}
+        stats = r.get("planner_stats") or {}
+        llm = next((v for v in stats.values() if v), {})  # the model-backed arm that ran (llm or llm-shuffled)
         best_arm = f" ({r['best_arm']})" if r.get("best_arm") else ""
         lines.append(f"| {r['seed']} | {'yes' if r['is_hit'] else 'no'} | {r['n_lab']} | {r['best_value']:.3g}{best_arm} | "
                      f"{_fmt(r.get('paired_experiments'))} | {_fmt(r['acceleration'])} | {_fmt(r['main_beats_control'])} | "
