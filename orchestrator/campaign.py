@@ -34,7 +34,8 @@ from .context import CampaignContext, build_context
 from .domain import SetupError, import_optional, redact
 from .events import CampaignStarted
 from .graph import build_graph
-from .ledger import Ledger
+from .lease import CampaignLease
+from .ledger import Ledger, check_sqlite_file
 from .pool import load_pool
 from .resume_policy import recorded_spec, resume_spec
 from .spec import CampaignSpec
@@ -71,6 +72,7 @@ def _make_checkpointer(ledger: Ledger):
         return InMemorySaver(), None
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    check_sqlite_file(path, what="LangGraph checkpoint file")
     connection = sqlite3.connect(path, check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
     return SqliteSaver(connection), connection
@@ -96,21 +98,48 @@ def _postgres_checkpointer(ledger: Ledger):
     return saver, connection
 
 
+def _take_lease(ledger: Ledger, campaign_id: str, held: CampaignLease | None) -> CampaignLease | None:
+    """The lease a new ``Campaign`` takes and owns: None when the caller holds one, or for an in-memory ledger."""
+    if held is not None or ledger.url == "sqlite://":
+        return None
+    lease = CampaignLease(ledger, campaign_id)
+    lease.acquire()
+    return lease
+
+
+def _give_up(ledger: Ledger | None, lease: CampaignLease | None) -> None:
+    if lease is not None:
+        lease.release()
+    if ledger is not None:
+        ledger.close()
+
+
 class Campaign:
     """A running campaign: its ledger, its context and its compiled graph."""
 
-    def __init__(self, ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, owns_ledger: bool = False):
+    def __init__(self, ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, owns_ledger: bool = False,
+                 lease: CampaignLease | None = None):
         self.ledger, self.campaign_id, self.spec = ledger, campaign_id, spec
         self._owns_ledger = owns_ledger
-        self.ctx: CampaignContext = build_context(spec, ledger, campaign_id)
+        self._lease = lease  # the lease this campaign took and releases on close (None: its caller holds one)
         self._checkpointer, self._connection = _make_checkpointer(ledger)
+        try:
+            self.ctx: CampaignContext = build_context(spec, ledger, campaign_id)
+        except BaseException:
+            if self._connection is not None:
+                self._connection.close()
+            raise
         self.graph = build_graph(self.ctx, self._checkpointer)
         self.config = {"configurable": {"thread_id": campaign_id}, "recursion_limit": _RECURSION_LIMIT}
 
     # ------------------------------------------------------------------------------------------- construction
     @classmethod
-    def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None) -> Campaign:
+    def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None,
+              lease: CampaignLease | None = None) -> Campaign:
         """Record ``CampaignStarted`` and return a campaign ready to ``run``.
+
+        The campaign takes its lease (``orchestrator.lease``) unless the caller passes one it holds, and releases it
+        on ``close``; a campaign another process is running is refused with ``CampaignBusy``.
 
         The recorded spec has the credentials of its URLs (lab, model endpoint) redacted; this campaign keeps the
         real ones for its connections.
@@ -118,9 +147,18 @@ class Campaign:
         load_pool(spec)  # a bad pool is refused before the ledger is opened (the loaded pool is cached)
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
         campaign_id = campaign_id or f"{spec.campaign.name}-{uuid.uuid4().hex[:8]}"
-        if ledger.n_events(campaign_id):
-            raise SetupError(f"campaign {campaign_id!r} already exists in {ledger.url}; resume it with --resume {campaign_id}")
-        campaign = cls(ledger, campaign_id, spec, owns_ledger=owns)
+        taken = None
+        try:
+            if ledger.n_events(campaign_id):
+                raise SetupError(f"campaign {campaign_id!r} already exists in {ledger.url}; "
+                                 f"resume it with --resume {campaign_id}")
+            taken = _take_lease(ledger, campaign_id, lease)
+            if ledger.n_events(campaign_id):  # started by another process between the check and the lease
+                raise SetupError(f"campaign {campaign_id!r} was just started by another process in {ledger.url}")
+            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken)
+        except BaseException:
+            _give_up(ledger if owns else None, taken)
+            raise
         ledger.append(campaign_id, CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
                                                    spec=redact(spec.model_dump(mode="json")),
                                                    pool_rows_skipped=list(campaign.ctx.pool.skipped_rows)),
@@ -128,25 +166,30 @@ class Campaign:
         return campaign
 
     @classmethod
-    def resume(cls, campaign_id: str, *, db: str | Path | Ledger, **options: Any) -> Campaign:
+    def resume(cls, campaign_id: str, *, db: str | Path | Ledger, lease: CampaignLease | None = None,
+               **options: Any) -> Campaign:
         """Re-open a campaign from its ledger; ``run()`` then continues from the last checkpoint.
+
+        Like ``start``, it takes the campaign's lease unless given one, so a campaign another process is running is
+        refused with ``CampaignBusy`` before anything is written.
 
         ``options`` (``lab_budget``, ``seed``, ``planner``, ``lab_url``, ``model``) follow ``resume_policy``: a new
         lab budget is applied and recorded as ``LabBudgetChanged``, a different seed or planner is refused, and a
         lab URL or model whose credentials the ledger redacted must be given again.
         """
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
+        taken = None
         try:
             recorded = recorded_spec(ledger, campaign_id)
+            taken = _take_lease(ledger, campaign_id, lease)
             row = ledger.campaign(campaign_id)
             spec, budget_change = resume_spec(recorded, campaign_id=campaign_id,
                                               n_dispatched=len(ledger.lab_jobs(campaign_id)),
                                               is_stopped=row.status == "stopped", **options)
-        except SetupError:
-            if owns:
-                ledger.close()
+            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken)
+        except BaseException:
+            _give_up(ledger if owns else None, taken)
             raise
-        campaign = cls(ledger, campaign_id, spec, owns_ledger=owns)
         if budget_change is not None:
             ledger.append(campaign_id, budget_change, key=f"lab-budget-changed:{ledger.n_events(campaign_id)}")
         return campaign
@@ -214,11 +257,13 @@ class Campaign:
 
     # ------------------------------------------------------------------------------------------------ closing
     def close(self) -> None:
-        self.ctx.close()
-        if self._connection is not None:
-            self._connection.close()
-        if self._owns_ledger:
-            self.ledger.close()
+        try:
+            self.ctx.close()
+            if self._connection is not None:
+                self._connection.close()
+        finally:
+            _give_up(self.ledger if self._owns_ledger else None, self._lease)
+            self._lease = None
 
     def __enter__(self) -> Campaign:
         return self

@@ -6,11 +6,9 @@ from its last checkpoint, runs up to ``turn_steps`` graph nodes, and lets go. Ot
 other campaigns meanwhile; a worker that dies loses its lease with its connection (or process), and the next worker
 resumes where the checkpoint and the ledger say the campaign is.
 
-Leases use the databases' own locks, not a lock table of ours:
-
-- PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) held on a dedicated connection. The server
-  drops it when the connection goes, so a killed worker cannot keep a campaign.
-- SQLite: an exclusive ``flock`` on a lock file beside the database, which the OS drops with the process.
+Leases (``orchestrator.lease``) use the databases' own locks, not a lock table of ours: a PostgreSQL session
+advisory lock, or a ``flock`` beside a SQLite file. A killed worker cannot keep a campaign. ``closedloop run`` takes
+the same lease, so a worker and a ``run --resume`` never drive one campaign at once.
 
 The lease is the first line against double dispatch. The second is the ledger: appends to one campaign are
 serialised (``BEGIN IMMEDIATE`` / a transaction-level advisory lock), every lab job has an idempotency key, and a lab
@@ -40,7 +38,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
@@ -51,114 +48,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
-
-from .domain import ClosedLoopError
+from .lease import CampaignLease, LeaseLost
 from .ledger import Ledger
 
 __all__ = ["CampaignLease", "LeaseLost", "WorkerReport", "run_worker"]
 
 log = logging.getLogger(__name__)
-
-
-class LeaseLost(ClosedLoopError):
-    """The worker's lease on a campaign ended while it was driving it (its database connection went)."""
-
-
-class CampaignLease:
-    """The exclusive right to drive one campaign: an advisory lock (PostgreSQL) or a file lock (SQLite).
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> ledger = Ledger.open(pathlib.Path(tempfile.mkdtemp()) / "l.db")
-        >>> first, second = CampaignLease(ledger, "c1"), CampaignLease(ledger, "c1")
-        >>> first.try_acquire(), second.try_acquire()
-        (True, False)
-        >>> first.release(); second.try_acquire()
-        True
-    """
-
-    def __init__(self, ledger: Ledger, campaign_id: str):
-        self.ledger, self.campaign_id = ledger, campaign_id
-        self._connection: Any = None
-        self._file: Any = None
-
-    @property
-    def is_held(self) -> bool:
-        return self._connection is not None or self._file is not None
-
-    def try_acquire(self) -> bool:
-        """Take the lease if nobody holds it; never waits."""
-        if self.is_held:
-            return True
-        if self.ledger.is_postgres:
-            connection = self.ledger.engine.connect()
-            try:
-                # seed 1: a different key from the per-append lock (seed 0), which other connections take
-                is_ok = connection.execute(text("SELECT pg_try_advisory_lock(hashtextextended(:cid, 1))"),
-                                           {"cid": self.campaign_id}).scalar()
-                connection.commit()
-            except Exception:
-                connection.close()
-                raise
-            if not is_ok:
-                connection.close()
-                return False
-            self._connection = connection
-            return True
-        import fcntl
-
-        handle = open(self._lock_path(), "a+")  # noqa: SIM115 - held open for the lease's lifetime
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            return False
-        self._file = handle
-        return True
-
-    def check(self) -> None:
-        """Raise ``LeaseLost`` unless the lease is still held (PostgreSQL: its connection still answers)."""
-        if self._file is not None:
-            return
-        if self._connection is None:
-            raise LeaseLost(f"no lease held on campaign {self.campaign_id!r}")
-        try:
-            self._connection.execute(text("SELECT 1"))
-            self._connection.commit()
-        except Exception as exc:
-            self._connection = None
-            raise LeaseLost(f"the lease on campaign {self.campaign_id!r} was lost with its connection: {exc}") from exc
-
-    def release(self) -> None:
-        if self._connection is not None:
-            with contextlib.suppress(Exception):
-                self._connection.execute(text("SELECT pg_advisory_unlock(hashtextextended(:cid, 1))"),
-                                         {"cid": self.campaign_id})
-                self._connection.commit()
-            self._connection.close()
-            self._connection = None
-        if self._file is not None:
-            import fcntl
-
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
-
-    def _lock_path(self) -> Path:
-        url = self.ledger.url
-        if not url.startswith("sqlite:///"):
-            raise ClosedLoopError("workers need a file or PostgreSQL ledger; an in-memory ledger has one process only")
-        db = Path(url.removeprefix("sqlite:///"))
-        digest = zlib.crc32(self.campaign_id.encode())
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in self.campaign_id)[:60]
-        return db.with_name(f"{db.name}.lease.{safe}.{digest:08x}")
-
-    def __enter__(self) -> CampaignLease:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 @dataclass
@@ -222,7 +117,7 @@ def run_worker(
                     continue
                 did_work = True
                 try:
-                    campaign = _open(Campaign, ledger, campaign_id, open_campaigns)
+                    campaign = _open(Campaign, ledger, campaign_id, open_campaigns, lease)
                     n_steps = _turn(campaign, lease, turn_steps)
                 except LeaseLost as exc:
                     log.warning("worker %s: %s; leaving the campaign to the others", report.worker_id, exc)
@@ -251,7 +146,7 @@ def run_worker(
     return report
 
 
-def _open(campaign_cls, ledger: Ledger, campaign_id: str, open_campaigns: dict) -> Any:
+def _open(campaign_cls, ledger: Ledger, campaign_id: str, open_campaigns: dict, lease: CampaignLease) -> Any:
     """The campaign as this worker left it, or rebuilt from the ledger if anyone else has driven it since."""
     cached = open_campaigns.pop(campaign_id, None)
     if cached is not None:
@@ -259,7 +154,7 @@ def _open(campaign_cls, ledger: Ledger, campaign_id: str, open_campaigns: dict) 
         if ledger.n_events(campaign_id) == n_events:
             return campaign
         campaign.close()  # its lab replica and caches are behind: rebuild
-    return campaign_cls.resume(campaign_id, db=ledger)
+    return campaign_cls.resume(campaign_id, db=ledger, lease=lease)
 
 
 def _turn(campaign: Any, lease: CampaignLease, turn_steps: int) -> int:

@@ -1,5 +1,6 @@
 """The append-only campaign ledger (SQLModel; SQLite by default, PostgreSQL by URL; Alembic migrations)."""
 
+from .integrity import CorruptDatabase, check_sqlite_file
 from .jsonl import ImportReport, LedgerImportError, export_jsonl, import_jsonl
 from .store import Ledger, LedgerConflict, LedgerError, database_url, is_postgres_url, safe_url
 from .tables import CampaignRow, CandidateRow, EventRow, LabJobRow, ObservationRow, ScoreRow
@@ -8,6 +9,7 @@ from .verify import VerifyReport, rebuild_projections, verify
 __all__ = [
     "CampaignRow",
     "CandidateRow",
+    "CorruptDatabase",
     "EventRow",
     "ImportReport",
     "LabJobRow",
@@ -18,6 +20,7 @@ __all__ = [
     "ObservationRow",
     "ScoreRow",
     "VerifyReport",
+    "check_sqlite_file",
     "database_url",
     "export_jsonl",
     "import_jsonl",

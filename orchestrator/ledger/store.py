@@ -38,6 +38,7 @@ from sqlmodel import Session, create_engine, select
 
 from ..events import Event, EventPayload
 from .errors import LedgerConflict, LedgerError
+from .integrity import check_sqlite_file
 from .projections import apply_event
 from .tables import PROJECTION_TABLES, CampaignRow, CandidateRow, EventRow, LabJobRow, ObservationRow, ScoreRow
 
@@ -166,7 +167,11 @@ class Ledger:
 
     @classmethod
     def open(cls, db: str | Path, *, migrate: bool = True) -> Ledger:
-        """Open (creating and migrating if needed) the ledger at a path, ``:memory:`` or a database URL."""
+        """Open (creating and migrating if needed) the ledger at a path, ``:memory:`` or a database URL.
+
+        A SQLite file that is not a database or fails ``PRAGMA quick_check`` is refused (``CorruptDatabase``) and left
+        as it is (``ledger.integrity``).
+        """
         url = database_url(db)
         if url.startswith("sqlite"):
             if url == "sqlite://":
@@ -175,6 +180,7 @@ class Ledger:
                 path = Path(url.removeprefix("sqlite:///"))
                 if not path.parent.exists():
                     raise LedgerError(f"database directory {path.parent} does not exist; create it or pick another --db")
+                check_sqlite_file(path, what="ledger")  # before SQLite may write to it (WAL, migrations)
                 engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
             _configure_sqlite(engine, is_file=url != "sqlite://")
         else:
