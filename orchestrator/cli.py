@@ -485,7 +485,9 @@ def ledger_verify(
     db: DbOption = "closedloop.db",
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Rebuild the projections from the events and compare; exit 1 if they differ."""
+    """Check each event against the hash chain, rebuild the projections from the events and compare; exit 1 if the
+    chain breaks or anything differs. Prints each campaign's head hash: keep it outside the ledger to prove later
+    that nothing was rewritten."""
     from .ledger import verify
 
     ledger = _ledger_with(db, campaign_id) if campaign_id else _open_existing(db)
@@ -493,11 +495,15 @@ def ledger_verify(
     reports = [verify(ledger, cid) for cid in ids]
     if as_json:
         _emit_json([{"campaign_id": r.campaign_id, "identical": r.is_identical, "n_events": r.n_events,
+                     "head_hash": r.head_hash, "chain_break": r.chain_break, "notes": r.notes,
                      "differences": r.differences} for r in reports])
     else:
         for r in reports:
             mark = "[green]ok[/]" if r.is_identical else f"[red]{len(r.differences)} difference(s)[/]"
-            out.print(f"{r.campaign_id}: {r.n_events} events, projections {mark}")
+            chain = f"[red]broken: {r.chain_break}[/]" if r.chain_break else f"[green]ok[/], head {r.head_hash}"
+            out.print(f"{r.campaign_id}: {r.n_events} events, hash chain {chain}, projections {mark}")
+            for note in r.notes:
+                out.print(f"  note: {note}")
             for d in r.differences[:10]:
                 out.print(f"  {d['table']} {d['key']}: stored={d['stored']} rebuilt={d['rebuilt']}")
     if not all(r.is_identical for r in reports):
@@ -521,17 +527,22 @@ def ledger_export(
 def ledger_import(
     path: Annotated[Path, typer.Argument(help="JSONL file from `closedloop ledger export`")],
     db: DbOption = "closedloop.db",
+    unverified: Annotated[bool, typer.Option(
+        "--unverified", help="accept an export written before exports carried a hash chain; the ledger records the "
+                             "import as unverified")] = False,
 ) -> None:
-    """Read an exported campaign into a ledger; a bad file is refused with its line number, and nothing is imported."""
+    """Read an exported campaign into a ledger. The file's hash chain must verify: a bad or altered file is refused
+    with its line number, and nothing is imported."""
     from .ledger import Ledger, LedgerError, LedgerImportError, import_jsonl
 
     if not path.is_file():
         _fail(f"no file {path}; give the JSONL written by `closedloop ledger export`")
     try:
-        report = import_jsonl(path, Ledger.open(db))
+        report = import_jsonl(path, Ledger.open(db), unverified=unverified)
     except (LedgerImportError, LedgerError) as exc:
         _fail(str(exc))
-    out.print(f"{report.campaign_id}: {report.n_added} events added, {report.n_present} already present")
+    how = "hash chain verified" if report.is_verified else "[yellow]unverified[/] (no hash chain in the file)"
+    out.print(f"{report.campaign_id}: {report.n_added} events added, {report.n_present} already present; {how}")
 
 
 @app.command()

@@ -2,14 +2,19 @@
 
 File format (``closedloop.ledger``, format version ``JSONL_SCHEMA_VERSION``), UTF-8, every line ends with ``\\n``:
 
-- line 1, the header: ``{"format": "closedloop.ledger", "schema_version": 1, "kind": "header", "campaign_id": ...,
-  "n_events": N, "exported_at": ..., "source": ...}``. ``n_events`` lets an import notice a file cut at a line end.
+- line 1, the header: ``{"format": "closedloop.ledger", "schema_version": 2, "kind": "header", "campaign_id": ...,
+  "n_events": N, "exported_at": ..., "source": ..., "chain": "sha256-v1", "head_hash": ...}``. ``n_events`` lets an
+  import notice a file cut at a line end; ``head_hash`` is the hash of the last event.
 - lines 2..N+1, one event each, in seq order: ``{"format", "schema_version", "campaign_id", "seq", "type",
-  "event_schema_version", "payload", "idempotency_key", "actor", "at"}``. ``payload`` is the stored payload as a JSON
-  object, ``idempotency_key`` the stored (campaign-scoped) key and ``at`` the ISO 8601 UTC time of the original append.
+  "event_schema_version", "payload", "idempotency_key", "actor", "at", "hash"}``. ``payload`` is the stored payload as
+  a JSON object, ``idempotency_key`` the stored (campaign-scoped) key, ``at`` the ISO 8601 UTC time of the original
+  append and ``hash`` the event's link in the campaign's hash chain (``ledger.chain``).
 
-An import validates the whole file before it writes anything, then appends every event in one transaction through
-``Ledger.append_many`` with the original idempotency keys, so importing the same file twice changes nothing.
+An import validates the whole file before it writes anything, recomputes the hash chain and refuses the file at the
+first event that does not match (an altered field, a removed, inserted or reordered line), then appends every event
+in one transaction through ``Ledger.append_many`` with the original idempotency keys, so importing the same file
+twice changes nothing. Files of layout version 1 (before the chain) import only with ``unverified=True``, and the
+ledger notes that import as unverified.
 
 Example:
     >>> import tempfile, pathlib
@@ -33,11 +38,13 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy.engine import make_url
 
 from ..events import EVENT_TYPES, EventPayload, parse_payload
+from .chain import CHAIN_ALGORITHM, first_break
 from .errors import LedgerError
 from .store import Ledger
 
@@ -51,8 +58,11 @@ __all__ = [
 ]
 
 JSONL_FORMAT = "closedloop.ledger"
-JSONL_SCHEMA_VERSION = 1
-"""Version of the line layout (header and envelope fields). Event payloads carry their own ``event_schema_version``."""
+JSONL_SCHEMA_VERSION = 2
+"""Version of the line layout (header and envelope fields). Event payloads carry their own ``event_schema_version``.
+Version 2 adds the hash chain (``hash`` on every event, ``chain`` and ``head_hash`` in the header); version 1 files,
+written before the chain existed, import only when the caller accepts them unverified."""
+_UNCHAINED_VERSION = 1
 
 _EVENT_FIELDS = ("campaign_id", "seq", "type", "event_schema_version", "payload", "idempotency_key", "actor", "at")
 
@@ -80,6 +90,8 @@ class ImportReport:
     n_events: int
     n_added: int
     n_present: int
+    is_verified: bool = True
+    """False when the file carried no hash chain and was imported with ``unverified=True``."""
 
     @property
     def is_noop(self) -> bool:
@@ -96,6 +108,9 @@ class _Record:
     """idempotency key without the ``"{campaign_id}:"`` prefix (what ``append_many`` takes)"""
     actor: str
     at: datetime
+    payload_text: str = ""
+    """the payload as canonical JSON, as hashed"""
+    hash: str = ""
 
 
 def _utc(moment: datetime) -> datetime:
@@ -120,8 +135,8 @@ def export_jsonl(ledger: Ledger, campaign_id: str, path: str | Path) -> int:
     Returns:
         The number of events written (the header is not counted).
     """
-    events = ledger.events(campaign_id)
-    if not events:
+    rows = list(ledger.chain_rows(campaign_id))
+    if not rows:
         known = ledger.campaign_ids_with_events()
         raise LedgerError(f"campaign {campaign_id!r} has no events in {_safe_url(ledger)}; campaigns there: {known}")
     target = Path(path)
@@ -132,23 +147,26 @@ def export_jsonl(ledger: Ledger, campaign_id: str, path: str | Path) -> int:
         "schema_version": JSONL_SCHEMA_VERSION,
         "kind": "header",
         "campaign_id": campaign_id,
-        "n_events": len(events),
+        "n_events": len(rows),
         "exported_at": datetime.now(UTC).isoformat(),
         "source": _safe_url(ledger),
+        "chain": CHAIN_ALGORITHM,
+        "head_hash": rows[-1].hash,
     }
     lines = [json.dumps(header, sort_keys=True)]
-    for event in events:
+    for row in rows:
         lines.append(json.dumps({
             "format": JSONL_FORMAT,
             "schema_version": JSONL_SCHEMA_VERSION,
-            "campaign_id": event.campaign_id,
-            "seq": event.seq,
-            "type": event.type,
-            "event_schema_version": event.schema_version,
-            "payload": event.payload,
-            "idempotency_key": event.idempotency_key,
-            "actor": event.actor,
-            "at": _utc(event.at).isoformat(),
+            "campaign_id": campaign_id,
+            "seq": row.seq,
+            "type": row.type,
+            "event_schema_version": row.schema_version,
+            "payload": json.loads(row.payload),
+            "idempotency_key": row.idempotency_key,
+            "actor": row.actor,
+            "at": _utc(row.at).isoformat(),
+            "hash": row.hash,
         }, sort_keys=True, ensure_ascii=False))
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
@@ -158,7 +176,7 @@ def export_jsonl(ledger: Ledger, campaign_id: str, path: str | Path) -> int:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return len(events)
+    return len(rows)
 
 
 # ----------------------------------------------------------------------------------------------------- import
@@ -202,22 +220,31 @@ def _load_json(number: int, text: str, path: Path, *, is_last: bool) -> dict[str
     return data
 
 
-def _check_format(number: int, data: dict[str, Any], path: Path) -> None:
+def _check_format(number: int, data: dict[str, Any], path: Path, version: int | None = None) -> int:
+    """The line's layout version; raises unless it is a closedloop export of a version this closedloop reads (and,
+    given ``version``, the header's)."""
     if data.get("format") != JSONL_FORMAT:
         raise LedgerImportError(number, f"format is {data.get('format')!r}, not {JSONL_FORMAT!r}; this is not a "
                                         "closedloop ledger export", path=path)
-    version = data.get("schema_version")
-    if version != JSONL_SCHEMA_VERSION:
-        raise LedgerImportError(number, f"schema_version {version!r} is not supported (this closedloop reads "
-                                        f"{JSONL_SCHEMA_VERSION}); import it with the closedloop version that "
-                                        "exported it, or upgrade", path=path)
+    found = data.get("schema_version")
+    if found not in (_UNCHAINED_VERSION, JSONL_SCHEMA_VERSION) or isinstance(found, bool):
+        raise LedgerImportError(number, f"schema_version {found!r} is not supported (this closedloop reads "
+                                        f"{_UNCHAINED_VERSION} and {JSONL_SCHEMA_VERSION}); import it with the "
+                                        "closedloop version that exported it, or upgrade", path=path)
+    if version is not None and found != version:
+        raise LedgerImportError(number, f"schema_version {found!r} differs from the header's {version}; lines from "
+                                        "different exports were mixed, export the campaign again", path=path)
+    return found
 
 
 def _parse_header(number: int, data: dict[str, Any], path: Path) -> tuple[str, int]:
-    _check_format(number, data, path)
+    version = _check_format(number, data, path)
     if data.get("kind") != "header":
         raise LedgerImportError(number, "the first line must be the export header (kind 'header'); the start of "
                                         "the file is missing, export it again", path=path)
+    if version == JSONL_SCHEMA_VERSION and data.get("chain") != CHAIN_ALGORITHM:
+        raise LedgerImportError(number, f"the header's chain {data.get('chain')!r} is not {CHAIN_ALGORITHM!r}; "
+                                        "import it with the closedloop version that exported it", path=path)
     campaign_id, n_events = data.get("campaign_id"), data.get("n_events")
     if not isinstance(campaign_id, str) or not campaign_id:
         raise LedgerImportError(number, "the header has no campaign_id; the file is corrupt", path=path)
@@ -227,9 +254,11 @@ def _parse_header(number: int, data: dict[str, Any], path: Path) -> tuple[str, i
     return campaign_id, n_events
 
 
-def _parse_event(number: int, data: dict[str, Any], path: Path, *, campaign_id: str, expected_seq: int) -> _Record:
-    _check_format(number, data, path)
-    missing = [name for name in _EVENT_FIELDS if name not in data]
+def _parse_event(number: int, data: dict[str, Any], path: Path, *, campaign_id: str, expected_seq: int,
+                 version: int) -> _Record:
+    _check_format(number, data, path, version)
+    fields = _EVENT_FIELDS + (("hash",) if version == JSONL_SCHEMA_VERSION else ())
+    missing = [name for name in fields if name not in data]
     if missing:
         raise LedgerImportError(number, f"lacks the field(s) {missing}; the file is corrupt", path=path)
     if data["campaign_id"] != campaign_id:
@@ -268,20 +297,31 @@ def _parse_event(number: int, data: dict[str, Any], path: Path, *, campaign_id: 
     except (TypeError, ValueError) as exc:
         raise LedgerImportError(number, f"at {data['at']!r} is not an ISO 8601 time; the file is corrupt",
                                 path=path) from exc
-    return _Record(number, seq, event_type, payload, key.removeprefix(prefix), actor, at)
+    stated_hash = data.get("hash", "")
+    if not isinstance(stated_hash, str):
+        raise LedgerImportError(number, f"hash {stated_hash!r} is not a string; the file is corrupt", path=path)
+    return _Record(number, seq, event_type, payload, key.removeprefix(prefix), actor, at,
+                   payload_text=_canonical(data["payload"]), hash=stated_hash)
 
 
-def _read_jsonl(path: str | Path) -> tuple[str, list[_Record]]:
-    """Validate a whole export file and return its campaign id and records; raise ``LedgerImportError`` otherwise."""
+def _read_jsonl(path: str | Path, *, unverified: bool = False) -> tuple[str, list[_Record], bool]:
+    """Validate a whole export file and return its campaign id, its records and whether its hash chain was verified;
+    raise ``LedgerImportError`` otherwise (a file without a chain unless ``unverified``)."""
     file = Path(path)
     lines = _read_lines(file)
     number, text = lines[0]
-    campaign_id, n_events = _parse_header(number, _load_json(number, text, file, is_last=len(lines) == 1), file)
+    header = _load_json(number, text, file, is_last=len(lines) == 1)
+    campaign_id, n_events = _parse_header(number, header, file)
+    version = header["schema_version"]
+    if version == _UNCHAINED_VERSION and not unverified:
+        raise LedgerImportError(number, "the file was exported before closedloop chained its events, so nothing "
+                                        "shows it is unaltered; import it with --unverified to accept it as it is "
+                                        "(the ledger then records the import as unverified)", path=file)
     records: list[_Record] = []
     seen_keys: dict[str, int] = {}
     for index, (number, text) in enumerate(lines[1:], start=1):
         data = _load_json(number, text, file, is_last=index == len(lines) - 1)
-        record = _parse_event(number, data, file, campaign_id=campaign_id, expected_seq=index)
+        record = _parse_event(number, data, file, campaign_id=campaign_id, expected_seq=index, version=version)
         if record.key in seen_keys:
             raise LedgerImportError(number, f"repeats the idempotency key of line {seen_keys[record.key]}; the file "
                                             "is corrupt", path=file)
@@ -294,7 +334,25 @@ def _read_jsonl(path: str | Path) -> tuple[str, list[_Record]]:
         last = lines[-1][0]
         raise LedgerImportError(last, f"the file holds {len(records)} events but its header announces {n_events}: "
                                       "the end of the file is missing; copy or export it again", path=file)
-    return campaign_id, records
+    if version == JSONL_SCHEMA_VERSION:
+        _check_chain(campaign_id, records, header, file)
+    return campaign_id, records, version == JSONL_SCHEMA_VERSION
+
+
+def _check_chain(campaign_id: str, records: list[_Record], header: dict[str, Any], path: Path) -> None:
+    """Recompute the file's hash chain; name the first event whose content does not match its hash."""
+    rows = [SimpleNamespace(seq=r.seq, type=r.type, schema_version=r.payload.schema_version, payload=r.payload_text,
+                            idempotency_key=f"{campaign_id}:{r.key}", actor=r.actor, at=r.at, hash=r.hash)
+            for r in records]
+    broken, head = first_break(campaign_id, rows)
+    if broken is not None:
+        record = records[broken.seq - 1]
+        raise LedgerImportError(record.line_number, f"{broken.describe()}; the file was altered after export, "
+                                                    "restore it from the original export", path=path)
+    if header.get("head_hash") != head:
+        raise LedgerImportError(1, f"the header's head_hash {str(header.get('head_hash'))[:12]}… is not the hash of "
+                                   f"the last event ({head[:12]}…); the file was altered after export, restore it "
+                                   "from the original export", path=path)
 
 
 def _check_against_stored(ledger: Ledger, campaign_id: str, records: list[_Record], path: Path) -> int:
@@ -322,7 +380,8 @@ def _append(ledger: Ledger, campaign_id: str, records: list[_Record]) -> list:
     return ledger.append_many(campaign_id, [(r.payload, r.key, r.actor, r.at) for r in records])
 
 
-def import_jsonl(path: str | Path, ledger: Ledger, *, campaign_id: str | None = None) -> ImportReport:
+def import_jsonl(path: str | Path, ledger: Ledger, *, campaign_id: str | None = None,
+                 unverified: bool = False) -> ImportReport:
     """Import an exported campaign into ``ledger``: validate every line, then append all events in one transaction.
 
     Events already stored (same seq, key and payload) are skipped, so re-importing a file, or a longer export of a
@@ -333,13 +392,16 @@ def import_jsonl(path: str | Path, ledger: Ledger, *, campaign_id: str | None = 
         ledger: where to import.
         campaign_id: store the campaign under this id instead of the file's. Only the envelope changes: payloads
             (job keys, for instance) keep the original id as recorded.
+        unverified: accept a file written before exports carried the hash chain (layout version 1). The ledger
+            records such an import as ``imported_unverified`` (``ledger verify`` lists it).
 
     Raises:
-        LedgerImportError: the file is corrupt, truncated, out of order, of an unknown format or event type, or the
-            database holds a different campaign under that id. Nothing is written then.
+        LedgerImportError: the file is corrupt, truncated, out of order, altered (its hash chain does not verify),
+            of an unknown format or event type, or the database holds a different campaign under that id. Nothing
+            is written then.
     """
     file = Path(path)
-    file_campaign_id, records = _read_jsonl(file)
+    file_campaign_id, records, is_verified = _read_jsonl(file, unverified=unverified)
     target_id = campaign_id or file_campaign_id
     n_present = _check_against_stored(ledger, target_id, records, file)
     new = records[n_present:]
@@ -350,4 +412,9 @@ def import_jsonl(path: str | Path, ledger: Ledger, *, campaign_id: str | None = 
                 f"imported events of {target_id!r} landed at seqs {appended[0].seq}..{appended[-1].seq} instead of "
                 f"{new[0].seq}..{new[-1].seq}: another writer appended to this campaign during the import"
             )
-    return ImportReport(target_id, str(file), len(records), len(new), n_present)
+        kind = "imported_verified" if is_verified else "imported_unverified"
+        detail = (f"from {file.name}, whose hash chain verified" if is_verified else
+                  f"from {file.name}, an export without a hash chain, accepted with --unverified: nothing shows "
+                  "these events are as first recorded")
+        ledger.add_note(target_id, kind, new[0].seq, new[-1].seq, detail)
+    return ImportReport(target_id, str(file), len(records), len(new), n_present, is_verified)

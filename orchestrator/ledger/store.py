@@ -22,7 +22,7 @@ import bisect
 import heapq
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,9 +38,19 @@ from sqlmodel import Session, create_engine, select
 
 from ..events import Event, EventPayload
 from .errors import LedgerConflict, LedgerError
+from .chain import GENESIS, event_hash
 from .integrity import check_sqlite_file
 from .projections import apply_event
-from .tables import PROJECTION_TABLES, CampaignRow, CandidateRow, EventRow, LabJobRow, ObservationRow, ScoreRow
+from .tables import (
+    PROJECTION_TABLES,
+    CampaignRow,
+    CandidateRow,
+    EventRow,
+    LabJobRow,
+    LedgerNoteRow,
+    ObservationRow,
+    ScoreRow,
+)
 
 __all__ = ["Ledger", "LedgerConflict", "LedgerError", "database_url", "is_postgres_url", "safe_url"]
 
@@ -108,7 +118,7 @@ def _naive_utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
 
 
-def _event(campaign_id: str, row: Any) -> Event:
+def event_from_row(campaign_id: str, row: Any) -> Event:
     # The row was validated when it was written; constructing without validation keeps long reads cheap.
     return Event.model_construct(campaign_id=campaign_id, seq=row.seq, type=row.type, schema_version=row.schema_version,
                                  payload=json.loads(row.payload), idempotency_key=row.idempotency_key, actor=row.actor,
@@ -216,9 +226,9 @@ class Ledger:
         out: list[Event] = []
         with Session(self.engine) as session:
             self._lock_campaign(session, campaign_id)
-            next_seq = (
-                session.exec(select(func.max(EventRow.seq)).where(EventRow.campaign_id == campaign_id)).one() or 0
-            ) + 1
+            last = session.exec(select(EventRow.seq, EventRow.hash).where(EventRow.campaign_id == campaign_id)
+                                .order_by(EventRow.seq.desc()).limit(1)).first()
+            next_seq, previous_hash = (last[0] + 1, last[1]) if last is not None else (1, GENESIS)
             full_keys = [f"{campaign_id}:{item[1]}" for item in items]
             existing = self._existing(session, full_keys)
             for (payload, _key, *envelope), full_key in zip(items, full_keys, strict=True):
@@ -227,7 +237,7 @@ class Ledger:
                 stored = existing.get(full_key)
                 if stored is not None:
                     _check_same(stored, payload.type, canonical, full_key)
-                    out.append(_event(campaign_id, stored))
+                    out.append(event_from_row(campaign_id, stored))
                     continue
                 row = EventRow(
                     campaign_id=campaign_id,
@@ -238,14 +248,16 @@ class Ledger:
                     idempotency_key=full_key,
                     actor=item_actor,
                     at=item_at,
+                    hash=event_hash(previous_hash, campaign_id, next_seq, payload.type, payload.schema_version,
+                                    canonical, full_key, item_actor, item_at),
                 )
                 session.add(row)
                 session.flush()
                 apply_event(session, campaign_id, next_seq, payload)
                 session.flush()
                 existing[full_key] = row
-                out.append(_event(campaign_id, row))
-                next_seq += 1
+                out.append(event_from_row(campaign_id, row))
+                next_seq, previous_hash = next_seq + 1, row.hash
             session.commit()
         return out
 
@@ -296,7 +308,7 @@ class Ledger:
                 .order_by(EventRow.seq)
             ).all()
         for row in rows:
-            cache.events.append(_event(campaign_id, row))
+            cache.events.append(event_from_row(campaign_id, row))
             cache.seqs.append(row.seq)
         return cache
 
@@ -307,7 +319,7 @@ class Ledger:
                 .where(EventRow.campaign_id == campaign_id, EventRow.seq > after_seq)
                 .order_by(EventRow.seq)
             ).all()
-        return [_event(campaign_id, row) for row in rows]
+        return [event_from_row(campaign_id, row) for row in rows]
 
     def read_events(self, campaign_id: str, types: Iterable[str], *, after_seq: int = 0) -> list[Event]:
         """Events of the given types newer than ``after_seq``, in seq order, without keeping them in the read cache
@@ -317,7 +329,7 @@ class Ledger:
                 select(*_EVENT_COLUMNS).where(EventRow.campaign_id == campaign_id, EventRow.type.in_(list(types)),
                                               EventRow.seq > after_seq).order_by(EventRow.seq)
             ).all()
-        return [_event(campaign_id, row) for row in rows]
+        return [event_from_row(campaign_id, row) for row in rows]
 
     def last_event(self, campaign_id: str, event_type: str) -> Event | None:
         """The newest event of one type (not cached: one indexed query)."""
@@ -326,7 +338,7 @@ class Ledger:
                 select(*_EVENT_COLUMNS).where(EventRow.campaign_id == campaign_id, EventRow.type == event_type)
                 .order_by(EventRow.seq.desc()).limit(1)
             ).first()
-        return _event(campaign_id, row) if row is not None else None
+        return event_from_row(campaign_id, row) if row is not None else None
 
     def iteration_events(self, campaign_id: str, event_type: str, iteration: int) -> list[Event]:
         """Events of one type whose payload's ``iteration`` is ``iteration``, in seq order (not cached; the JSON
@@ -340,7 +352,7 @@ class Ledger:
                 select(*_EVENT_COLUMNS).where(EventRow.campaign_id == campaign_id, EventRow.type == event_type,
                                               field_ == iteration).order_by(EventRow.seq)
             ).all()
-        return [_event(campaign_id, row) for row in rows]
+        return [event_from_row(campaign_id, row) for row in rows]
 
     def count_events(self, campaign_id: str, event_type: str) -> int:
         """How many events of one type a campaign has (not cached)."""
@@ -357,8 +369,42 @@ class Ledger:
                 rows = conn.execute(select(*_EVENT_COLUMNS).where(
                     EventRow.campaign_id == campaign_id, EventRow.seq.in_(wanted[start:start + _IN_CHUNK]))
                     .order_by(EventRow.seq)).all()
-                out.extend(_event(campaign_id, row) for row in rows)
+                out.extend(event_from_row(campaign_id, row) for row in rows)
         return out
+
+    def chain_rows(self, campaign_id: str, *, batch: int = 5000) -> Iterator[Any]:
+        """Every event row of a campaign with its stored hash, in seq order, fetched in batches (not cached)."""
+        after = 0
+        while True:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(*_EVENT_COLUMNS, EventRow.hash)
+                    .where(EventRow.campaign_id == campaign_id, EventRow.seq > after)
+                    .order_by(EventRow.seq).limit(batch)
+                ).all()
+            if not rows:
+                return
+            yield from rows
+            after = rows[-1].seq
+
+    def head_hash(self, campaign_id: str) -> str:
+        """The hash of the campaign's newest event (``GENESIS`` before the first)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(select(EventRow.hash).where(EventRow.campaign_id == campaign_id)
+                                 .order_by(EventRow.seq.desc()).limit(1)).scalar()
+        return GENESIS if found is None else found
+
+    def add_note(self, campaign_id: str, kind: str, first_seq: int, last_seq: int, detail: str) -> None:
+        """Record something the ledger did to a campaign's record (``LedgerNoteRow``)."""
+        with Session(self.engine) as session:
+            session.add(LedgerNoteRow(campaign_id=campaign_id, kind=kind, first_seq=first_seq, last_seq=last_seq,
+                                      detail=detail, at=datetime.now(UTC)))
+            session.commit()
+
+    def notes(self, campaign_id: str) -> list[LedgerNoteRow]:
+        with Session(self.engine) as session:
+            return list(session.exec(select(LedgerNoteRow).where(LedgerNoteRow.campaign_id == campaign_id)
+                                     .order_by(LedgerNoteRow.id)))
 
     def candidate(self, campaign_id: str, candidate_id: str) -> CandidateRow | None:
         """One candidate's projection row (not cached)."""

@@ -20,6 +20,7 @@ __all__ = [
     "CampaignRow",
     "CandidateRow",
     "EventRow",
+    "LedgerNoteRow",
     "LabJobRow",
     "ObservationRow",
     "ScoreRow",
@@ -44,6 +45,8 @@ class EventRow(SQLModel, table=True):
     idempotency_key: str
     actor: str
     at: datetime = Field(description="wall-clock UTC time of the append; not part of replay equality")
+    hash: str = Field(default="",
+                      description="sha256 of this event chained to the previous one of its campaign (ledger.chain)")
 
 
 class CampaignRow(SQLModel, table=True):
@@ -131,6 +134,20 @@ class ScoreRow(SQLModel, table=True):
     is_provisional: bool
     superseded_by_seq: int | None = None
     updated_seq: int = Field(default=0, description="seq of the event that last changed this row")
+
+
+class LedgerNoteRow(SQLModel, table=True):
+    """What the ledger itself did to a campaign's record, outside the campaign's own events: events chained by a
+    migration after they were written, or imported from an export whose chain could not be verified."""
+
+    __tablename__ = "ledger_note"
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: str = Field(index=True)
+    kind: str = Field(description="chained_by_migration | imported_unverified | imported_verified")
+    first_seq: int
+    last_seq: int
+    detail: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    at: datetime = Field(description="wall-clock UTC time of the note")
 
 
 PROJECTION_TABLES: tuple[type[SQLModel], ...] = (CampaignRow, CandidateRow, ObservationRow, LabJobRow, ScoreRow)

@@ -1,5 +1,5 @@
 """Rebuild the projections from the events alone and compare them with the stored ones; check that the campaign's
-sequence numbers run 1..n without a gap."""
+sequence numbers run 1..n without a gap and that every event matches its link in the hash chain (``ledger.chain``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from sqlmodel import Session
 
 from ..events import parse_payload
+from .chain import ChainBreak, first_break
 from .projections import apply_event
-from .store import Ledger
+from .store import Ledger, event_from_row
 from .tables import PROJECTION_TABLES
 
 __all__ = ["VerifyReport", "rebuild_projections", "verify"]
@@ -17,12 +18,18 @@ __all__ = ["VerifyReport", "rebuild_projections", "verify"]
 
 @dataclass
 class VerifyReport:
-    """Outcome of a verify: ``is_identical`` and, when not, what differs (table, key, stored, rebuilt)."""
+    """Outcome of a verify: ``is_identical`` (the hash chain holds and the projections rebuilt from the events equal
+    the stored ones) and, when not, what differs (table, key, stored, rebuilt). ``head_hash`` is the chain's newest
+    hash, worth keeping outside the ledger; ``notes`` say what the ledger itself did to the record (``LedgerNoteRow``).
+    """
 
     campaign_id: str
     n_events: int
     is_identical: bool
     differences: list[dict] = field(default_factory=list)
+    head_hash: str = ""
+    chain_break: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def _dump(rows) -> dict[tuple, dict]:
@@ -57,9 +64,19 @@ def verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
         >>> verify(ledger, "c1").is_identical
         True
     """
-    events = ledger.events(campaign_id)
-    rebuilt = rebuild_projections(ledger, campaign_id, events)
+    rows = list(ledger.chain_rows(campaign_id))
+    broken, head = first_break(campaign_id, rows)
+    events = [event_from_row(campaign_id, row) for row in rows]
     differences: list[dict] = []
+    if broken is not None:
+        differences.append({"table": "event", "key": ["hash", broken.seq], "stored": broken.stored or "(none)",
+                            "rebuilt": broken.expected})
+    try:
+        rebuilt = rebuild_projections(ledger, campaign_id, events)
+    except ValueError as exc:  # an event that no longer parses (pydantic's ValidationError is a ValueError)
+        differences.append({"table": "event", "key": ["payload"], "stored": "an event that does not parse",
+                            "rebuilt": f"nothing: {str(exc).splitlines()[0]}"})
+        return _report(ledger, campaign_id, len(events), differences, head, broken)
     seqs = [e.seq for e in events]
     if seqs != list(range(1, len(seqs) + 1)):
         missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
@@ -73,4 +90,12 @@ def verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
                     {"table": table.__tablename__, "key": list(key), "stored": stored.get(key), "rebuilt": fresh.get(key)}
                 )
     rebuilt.close()
-    return VerifyReport(campaign_id, len(events), not differences, differences)
+    return _report(ledger, campaign_id, len(events), differences, head, broken)
+
+
+def _report(ledger: Ledger, campaign_id: str, n_events: int, differences: list[dict], head: str,
+            broken: ChainBreak | None) -> VerifyReport:
+    notes = [f"{n.kind} (seq {n.first_seq}..{n.last_seq}, {n.at:%Y-%m-%d %H:%M} UTC): {n.detail}"
+             for n in ledger.notes(campaign_id)]
+    return VerifyReport(campaign_id, n_events, not differences, differences, head_hash=head,
+                        chain_break=None if broken is None else broken.describe(), notes=notes)

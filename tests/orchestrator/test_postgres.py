@@ -66,10 +66,10 @@ def test_migrations_create_exactly_the_models(postgres_url, tmp_path):
     from alembic.runtime.migration import MigrationContext
     from sqlmodel import SQLModel
 
-    from orchestrator.ledger.tables import PROJECTION_TABLES, EventRow
+    from orchestrator.ledger.tables import PROJECTION_TABLES, EventRow, LedgerNoteRow
     from orchestrator.migrations import head_revision
 
-    ours = {EventRow.__tablename__, *(t.__tablename__ for t in PROJECTION_TABLES)}
+    ours = {EventRow.__tablename__, LedgerNoteRow.__tablename__, *(t.__tablename__ for t in PROJECTION_TABLES)}
     for db in (postgres_url, tmp_path / "fresh.db"):
         ledger = Ledger.open(db)
         try:
@@ -159,3 +159,29 @@ def test_an_unreachable_server_is_reported_without_the_password():
     with pytest.raises(LedgerError, match="cannot open the ledger database") as info:
         Ledger.open("postgresql://me:hunter2@127.0.0.1:1/nowhere?connect_timeout=2")
     assert "hunter2" not in str(info.value) and "***" in str(info.value)
+
+
+def test_a_postgres_ledger_written_before_the_chain_is_chained_by_the_migration(postgres_url):
+    """Migration 0003 lifts the append-only trigger only to fill the hash column, and the chain it computes is the one
+    live appends compute."""
+    ledger = Ledger.open(postgres_url)
+    ledger.append("c", started(), key="start")
+    ledger.append("c", dispatched(1), key="d1")
+    ledger.append("c", observed(1), key="o1")
+    with ledger.engine.begin() as conn:
+        original = conn.execute(text("SELECT seq, hash FROM event ORDER BY seq")).all()
+        conn.execute(text("DROP TABLE ledger_note"))
+        conn.execute(text("ALTER TABLE event DROP COLUMN hash"))
+        conn.execute(text("UPDATE alembic_version SET version_num = '0002'"))
+    ledger.close()
+    ledger = Ledger.open(postgres_url)
+    try:
+        with ledger.engine.begin() as conn:
+            assert conn.execute(text("SELECT seq, hash FROM event ORDER BY seq")).all() == original
+        report = verify(ledger, "c")
+        assert report.is_identical and report.notes[0].startswith("chained_by_migration (seq 1..3")
+        with pytest.raises(DBAPIError, match="append-only"):
+            with ledger.engine.begin() as conn:
+                conn.execute(text("UPDATE event SET actor = 'mallory'"))
+    finally:
+        ledger.close()

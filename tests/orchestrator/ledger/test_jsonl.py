@@ -69,7 +69,7 @@ def test_export_writes_a_header_then_one_event_per_line_in_seq_order(exported, s
     assert [e["seq"] for e in events] == list(range(1, n_events + 1))
     first = events[0]
     assert set(first) == {"format", "schema_version", "campaign_id", "seq", "type", "event_schema_version", "payload",
-                          "idempotency_key", "actor", "at"}
+                          "idempotency_key", "actor", "at", "hash"}
     assert (first["type"], first["idempotency_key"], first["campaign_id"]) == ("CampaignStarted", f"{CID}:started", CID)
     assert path.read_bytes().endswith(b"\n")
 
@@ -123,7 +123,7 @@ def test_reimporting_the_same_file_is_a_no_op(exported, tmp_path):
 def test_a_longer_export_adds_only_the_new_events(exported, tmp_path):
     _, path, n_events = exported
     lines = _lines(path)
-    header = json.loads(lines[0]) | {"n_events": 20}
+    header = json.loads(lines[0]) | {"n_events": 20, "head_hash": json.loads(lines[20])["hash"]}
     prefix = _write(tmp_path / "prefix.jsonl", [json.dumps(header), *lines[1:21]])
     target = Ledger.open(tmp_path / "target.db")
     assert import_jsonl(prefix, target).n_added == 20
