@@ -39,25 +39,33 @@ def check_sqlite_file(path: Path, *, what: str) -> None:
         path: the database file.
         what: what the file is, for the message ("ledger", "LangGraph checkpoint file").
     """
+    # The file is read through SQLite only. Opening and closing it any other way would drop every POSIX lock this
+    # process holds on it (fcntl locks belong to the process, and any close releases them), so another process could
+    # then check-point or delete the WAL under a live connection of ours.
     try:
-        with path.open("rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
+        if path.stat().st_size == 0:
+            return
     except FileNotFoundError:
         return
-    except IsADirectoryError:
-        raise CorruptDatabase(f"{what} {path} is a directory, not a SQLite database; pass a file path") from None
-    if not header:
-        return
-    if header != SQLITE_HEADER:
-        raise CorruptDatabase(
-            f"{what} {path} is not a SQLite database (it starts with {header[:12]!r}); it was left untouched. "
-            f"Pass another --db path, or move this file away if it is a ledger you meant to replace")
+    if path.is_dir():
+        raise CorruptDatabase(f"{what} {path} is a directory, not a SQLite database; pass a file path")
     problems = _quick_check(path)
+    if problems and any("not a database" in problem for problem in problems):
+        header = _header(path)  # not a SQLite file, so no connection of ours holds a lock on it
+        if header[:len(SQLITE_HEADER)] != SQLITE_HEADER:
+            raise CorruptDatabase(
+                f"{what} {path} is not a SQLite database (it starts with {header[:12]!r}); it was left untouched. "
+                f"Pass another --db path, or move this file away if it is a ledger you meant to replace")
     if problems:
         shown = "; ".join(problems[:_N_PROBLEMS_SHOWN]) + (" …" if len(problems) > _N_PROBLEMS_SHOWN else "")
         raise CorruptDatabase(
             f"{what} {path} is damaged (SQLite quick_check: {shown}); nothing was written to it. "
             f"{_remedy(what, path)}")
+
+
+def _header(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(len(SQLITE_HEADER))
 
 
 def _quick_check(path: Path) -> list[str]:

@@ -143,3 +143,28 @@ def test_check_sqlite_file_accepts_a_sound_file_and_a_new_one(written, tmp_path)
     (tmp_path / "empty.db").write_bytes(b"")
     check_sqlite_file(tmp_path / "empty.db", what="ledger")
     assert issubclass(CorruptDatabase, SetupError)
+
+
+def test_checking_a_file_keeps_the_locks_this_process_holds_on_it(tmp_path):
+    """fcntl locks belong to the process, and closing any descriptor of the file drops them all; the check reads
+    the file through SQLite only, so a connection of ours keeps its lock and another process still waits for it."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    path = tmp_path / "held.db"
+    with sqlite3.connect(path) as setup:
+        setup.execute("CREATE TABLE t (x)")
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT * FROM t").fetchall()  # holds a SHARED lock until the transaction ends
+    try_exclusive = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
+                     "try:\n    c.execute('BEGIN EXCLUSIVE'); print('acquired')\n"
+                     "except sqlite3.OperationalError as e:\n    print(e)")
+    try:
+        check_sqlite_file(path, what="ledger")
+        other = subprocess.run([sys.executable, "-c", try_exclusive, str(path)], capture_output=True, text=True,
+                               check=True)
+        assert other.stdout.strip() == "database is locked"
+    finally:
+        reader.close()
