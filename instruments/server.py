@@ -14,11 +14,18 @@
 ``GET /envelope``         the driver's safety envelope    ``SafetyEnvelope``
 ========================  ==============================  ===============================================
 
-Errors come back as ``ErrorBody`` (``error``, ``message``, ``violations``). With ``token`` set, every endpoint but
-``/openapi.json`` and ``/docs`` needs ``Authorization: Bearer <token>`` (401 otherwise). The server checks the
-envelope itself before the driver sees a job, and the driver checks again. A job's candidate is parsed again
-(``request_checks.candidate_problem``): an invalid SMILES or formula, or an id that is not its chemistry's, is 422
-``invalid_candidate``; a malformed job is 422 ``invalid_job``; a body over ``max_body_bytes`` (1 MB) is 413.
+Errors come back as ``ErrorBody`` (``error``, ``message``, ``violations``), an unknown path (404 ``not_found``) and a
+method a path does not have (405 ``method_not_allowed``, with ``Allow``) too. With ``token`` set, every endpoint but
+``/openapi.json`` and ``/docs`` needs ``Authorization: Bearer <token>`` (401 otherwise); without one the schema
+declares no security. The server checks the envelope itself before the driver sees a job, and the driver checks again.
+A job's candidate is parsed again (``request_checks.candidate_problem``): an invalid SMILES or formula, or an id that
+is not its chemistry's, is 422 ``invalid_candidate``; a job that is not valid under the published schema is 422
+``invalid_job`` (the body is validated as strict JSON, so ``true`` is not an integer); a body over ``max_body_bytes``
+(1 MB) is 413.
+
+**Contract.** ``/openapi.json`` says what the server does (``instruments.http_contract``): each route lists the
+statuses it returns, a candidate's ``type`` is required, and links lead from a job's ``job_key`` to its status,
+result and cancellation. ``tests/instruments/test_server_contract.py`` holds the server to it with schemathesis.
 
 **Journal.** Accepted jobs and their results go to a SQLite ``LabJournal`` (``journal_path``; in memory when None).
 On start-up the server serves finished results from it and resubmits accepted-but-unfinished jobs to its fresh driver;
@@ -48,12 +55,20 @@ import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from instruments.base import TERMINAL_STATES, InstrumentDriver, JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import EnvelopeViolation, SafetyEnvelope
+from instruments.http_contract import (
+    error_responses,
+    forbid_shadowed_keys,
+    job_examples,
+    job_links,
+    require_discriminators,
+    shadowed_key_problem,
+)
 from instruments.journal import LabJournal
 from instruments.oracle import FunctionOracle, TableOracle
 from instruments.request_checks import DEFAULT_MAX_BODY_BYTES, BodySizeLimit, candidate_problem
@@ -61,10 +76,11 @@ from orchestrator.domain import InstrumentFault, SetupError
 
 try:
     import uvicorn
-    from fastapi import Depends, FastAPI, Request
+    from fastapi import Body, Depends, FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+    from starlette.exceptions import HTTPException
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise SetupError(f"the lab server needs fastapi and uvicorn ({exc}); pip install fastapi uvicorn") from exc
 
@@ -89,7 +105,7 @@ DEFAULT_SECONDS_PER_SIM_HOUR = 0.01
 
 ErrorKind = Literal[
     "envelope_violation", "key_conflict", "not_found", "not_finished", "setup_error", "instrument_fault",
-    "unauthorized", "invalid_job", "invalid_candidate", "payload_too_large",
+    "unauthorized", "invalid_job", "invalid_candidate", "payload_too_large", "method_not_allowed", "http_error",
 ]
 
 
@@ -311,7 +327,10 @@ class LabService:
         info = await self.status(job_key)
         if info.state in TERMINAL_STATES:
             return info
-        await self.driver.cancel(self._handle(job_key))
+        try:
+            await self.driver.cancel(self._handle(job_key))
+        except InstrumentFault as exc:
+            raise ApiError(503, "instrument_fault", f"the lab could not cancel job {job_key!r}: {exc}") from exc
         return await self.status(job_key)
 
     async def health(self) -> dict[str, Any]:
@@ -337,7 +356,11 @@ class LabService:
         }
 
 
-_ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 503)}
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return error_responses(*codes, model=ErrorBody)
+
+
+_HTTP_ERROR_KINDS: dict[int, ErrorKind] = {404: "not_found", 405: "method_not_allowed"}
 
 
 def create_app(
@@ -360,7 +383,7 @@ def create_app(
         max_body_bytes: larger request bodies are refused with 413 before they are parsed.
     """
     service = LabService(driver, journal_path=journal_path, seconds_per_sim_hour=seconds_per_sim_hour, tick_s=tick_s)
-    bearer = HTTPBearer(auto_error=False, description="the token given to `closedloop lab serve --token`")
+    bearer = HTTPBearer(auto_error=False, description=f"the token the server was started with (${TOKEN_ENV})")
 
     async def require_token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if token is None:
@@ -385,10 +408,17 @@ def create_app(
         version=str(getattr(driver, "version", "0")),
         description="A closedloop instrument driver served over HTTP. Job keys are idempotency keys.",
         lifespan=lifespan,
-        dependencies=[Depends(require_token)],
-        responses=_ERRORS,
+        # Without a token the schema declares no security scheme and no 401: it says what the server requires.
+        dependencies=[Depends(require_token)] if token is not None else [],
+        responses=_errors(401, 413) if token is not None else _errors(413),
     )
     app.state.lab = service
+    fastapi_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        return forbid_shadowed_keys(require_discriminators(fastapi_openapi()))
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -401,34 +431,70 @@ def create_app(
         message = f"the request is malformed ({'; '.join(problems)}); see /openapi.json for the LabJob schema"
         return JSONResponse(ErrorBody(error="invalid_job", message=message).model_dump(), status_code=422)
 
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        kind = _HTTP_ERROR_KINDS.get(exc.status_code, "http_error")
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        if exc.status_code == 404:
+            message += "; the lab's routes are listed at /openapi.json"
+        elif exc.status_code == 405:
+            message += f"; this path allows {(exc.headers or {}).get('Allow', 'other methods')}"
+        body = ErrorBody(error=kind, message=message).model_dump()
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
 
-    @app.post("/jobs", response_model=JobInfo, summary="Submit a job (idempotent on job_key)")
-    async def submit(job: LabJob) -> JobInfo:
+    @app.post(
+        "/jobs", response_model=JobInfo, summary="Submit a job (idempotent on job_key)", operation_id="submit_job",
+        responses={**_errors(400, 409, 422, 503), 200: {"links": job_links("job_status", "job_result", "cancel_job")}},
+    )
+    async def submit(job: Annotated[LabJob, Body(openapi_examples=job_examples())], request: Request) -> JobInfo:
+        # FastAPI validates in pydantic's lax Python mode, where JSON `true` passes as the integer 1 and "1" as 1.
+        # The lab takes only what its published schema allows: the body again, as strict JSON.
+        try:
+            job = LabJob.model_validate_json(await request.body(), strict=True)
+        except ValidationError as exc:
+            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from exc
+        problem = shadowed_key_problem(job.job_key)
+        if problem is not None:
+            raise ApiError(422, "invalid_job", problem)
         return await service.submit(job)
 
-    # The suffixed routes come first: a job key may contain '/', and '{job_key:path}' would swallow the suffix.
-    @app.get("/jobs/{job_key:path}/result", response_model=LabResult, summary="Result of a finished job")
+    # The suffixed routes come first: a job key may contain '/', and '{job_key:job_key}' would swallow the suffix.
+    # 422 is declared on every job route, also where only a malformed request could cause it, because FastAPI would
+    # otherwise document its own validation body there, which this server never sends.
+    @app.get(
+        "/jobs/{job_key:job_key}/result", response_model=LabResult, summary="Result of a finished job",
+        operation_id="job_result", responses=_errors(404, 409, 422, 503),
+    )
     async def result(job_key: str) -> LabResult:
         return await service.result(job_key)
 
-    @app.post("/jobs/{job_key:path}/cancel", response_model=JobInfo, summary="Cancel a queued or running job")
+    @app.post(
+        "/jobs/{job_key:job_key}/cancel", response_model=JobInfo, summary="Cancel a queued or running job",
+        operation_id="cancel_job", responses={**_errors(404, 422, 503), 200: {"links": job_links("job_result")}},
+    )
     async def cancel(job_key: str) -> JobInfo:
         return await service.cancel(job_key)
 
-    @app.get("/jobs/{job_key:path}", response_model=JobInfo, summary="Status of a job")
+    @app.get(
+        "/jobs/{job_key:job_key}", response_model=JobInfo, summary="Status of a job", operation_id="job_status",
+        responses={**_errors(404, 422, 503), 200: {"links": job_links("job_result", "cancel_job")}},
+    )
     async def status(job_key: str) -> JobInfo:
         return await service.status(job_key)
 
-    @app.get("/health", summary="Liveness and load of the lab")
+    @app.get("/health", summary="Liveness and load of the lab", operation_id="health")
     async def health() -> dict[str, Any]:
         return await service.health()
 
-    @app.get("/capabilities", summary="Stations, steps and limits the lab offers")
+    @app.get("/capabilities", summary="Stations, steps and limits the lab offers", operation_id="capabilities")
     async def capabilities() -> dict[str, Any]:
         return await service.capabilities()
 
-    @app.get("/envelope", response_model=SafetyEnvelope, summary="The lab's safety envelope")
+    @app.get(
+        "/envelope", response_model=SafetyEnvelope, summary="The lab's safety envelope", operation_id="envelope"
+    )
     async def envelope() -> SafetyEnvelope:
         return service.envelope
 

@@ -6,6 +6,10 @@ import pytest
 
 from instruments import FunctionOracle, SimLabDriver
 
+# schemathesis.toml loads schemathesis_hooks.py itself; a second import (pytest's doctest collection) would register
+# its checks twice, which schemathesis refuses.
+collect_ignore = ["schemathesis_hooks.py"]
+
 
 @pytest.fixture
 def sim_lab() -> SimLabDriver:
