@@ -275,6 +275,17 @@ def worker(
                   f"{report.campaigns_finished or 'none'}; waiting for a human: {report.campaigns_waiting or 'none'}")
 
 
+@app.command("mcp")
+def mcp_command(db: DbOption = "closedloop.db") -> None:
+    """Serve the campaigns of a ledger as MCP tools over stdio (list, start, resume, stop, timeline, approve, report).
+
+    Needs the mcp extra: pip install "closedloop\\[mcp]".
+    """
+    from .mcp_server import serve
+
+    serve(db)  # a missing mcp package escapes as one error line (cli_main)
+
+
 # --------------------------------------------------------------------------------------------------- lab
 lab_app = typer.Typer(help="Serve a lab over HTTP.", no_args_is_help=True)
 app.add_typer(lab_app, name="lab")
