@@ -1,0 +1,25 @@
+"""Adapters: drivers that speak to lab software people already own, each behind the ``InstrumentDriver`` contract.
+
+- ``PyLabRobotDriver`` (``closedloop[pylabrobot]``): a job becomes a PyLabRobot protocol on a liquid handler and a
+  plate reader.
+
+Each adapter's library is an optional extra and is imported on first use, so ``import instruments.adapters`` costs
+nothing; a missing library is one ``MissingDependency`` line naming its extra.
+"""
+
+from typing import Any
+
+_LAZY = {
+    "PyLabRobotDriver": "instruments.adapters.pylabrobot_driver",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    """Import an adapter only when asked for (PEP 562)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'instruments.adapters' has no attribute {name!r}")
