@@ -13,7 +13,7 @@ _LAZY = {
     "PyLabRobotDriver": "instruments.adapters.pylabrobot_driver",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["PyLabRobotDriver"]
 
 
 def __getattr__(name: str) -> Any:

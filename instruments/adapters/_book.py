@@ -19,6 +19,8 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +28,7 @@ from typing import Any
 from instruments.base import TERMINAL_STATES, JobHandle, JobState, LabJob, LabResult
 from orchestrator.domain import InstrumentFault, SetupError
 
-__all__ = ["BookEntry", "JobBook"]
+__all__ = ["BookEntry", "JobBook", "SerialRunner"]
 
 
 @dataclass
@@ -123,3 +125,67 @@ class JobBook:
         for entry in self.entries.values():
             counts[entry.state] += 1
         return counts
+
+
+class SerialRunner:
+    """Runs a book's queued jobs one at a time, in priority then submission order, in a task on the running loop.
+
+    ``run(entry)`` does one job and closes it through the book (done, failed or cancelled). An exception escaping it
+    fails that job with the exception as the reason; the runner goes on with the next. If the loop that ran the
+    worker has closed (a caller that used ``asyncio.run`` per call), the next ``wake()`` starts a new worker on the
+    current loop, and a job that was running on the old one fails as interrupted: nobody knows how far it got.
+    """
+
+    def __init__(self, book: JobBook, run: Any, name: str) -> None:
+        self.book, self.run, self.name = book, run, name
+        self._task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakeup: asyncio.Event | None = None
+
+    def wake(self) -> None:
+        """Make sure a worker runs on this loop and let it look at the queue."""
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._loop is not loop:
+            for entry in self.book.entries.values():
+                if entry.state == "running":
+                    self.book.finish(entry, reason="interrupted: the event loop running the job closed before it "
+                                                   "finished; check the instrument and resubmit under a new key")
+            self._wakeup, self._loop = asyncio.Event(), loop
+            self._task = loop.create_task(self._work(), name=self.name)
+        self._wakeup.set()
+
+    async def close(self) -> None:
+        """Stop the worker (a running job is interrupted where it awaits)."""
+        if self._task is not None and not self._task.done() and self._loop is asyncio.get_running_loop():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._task = None
+
+    def _next(self) -> BookEntry | None:
+        queued = [e for e in self.book.entries.values() if e.state == "queued"]
+        return min(queued, key=lambda e: (_priority(e.job), e.submitted_s), default=None)
+
+    async def _work(self) -> None:
+        while True:
+            entry = self._next()
+            if entry is None:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            entry.state, entry.started_s = "running", self.book.now()
+            try:
+                await self.run(entry)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one job's failure never stops the lab
+                self.book.finish(entry, reason=f"{type(exc).__name__}: {exc}")
+            if entry.state == "running":
+                self.book.finish(entry, reason=f"{self.name}: the job ended without a result")
+
+
+def _priority(job: LabJob) -> float:
+    try:
+        return float(job.parameters.get("priority", 0))
+    except (TypeError, ValueError):
+        return 0.0

@@ -42,7 +42,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from instruments.adapters._book import BookEntry, JobBook
+from instruments.adapters._book import BookEntry, JobBook, SerialRunner
 from instruments.base import JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import RESERVED_PARAMETERS, EnvelopeViolation, SafetyEnvelope
 from orchestrator.domain import SetupError, import_optional
@@ -135,9 +135,7 @@ class PyLabRobotDriver:
         self._n_tips_used = 0
         self._n_wells_used = 0
         self._book = JobBook(self.name)
-        self._worker: asyncio.Task | None = None
-        self._worker_loop: asyncio.AbstractEventLoop | None = None
-        self._wakeup: asyncio.Event | None = None
+        self._runner = SerialRunner(self._book, self._run, "pylabrobot protocol")
         self._has_set_up: list[Any] = []
 
     # ------------------------------------------------------------------------------------------- construction
@@ -241,8 +239,7 @@ class PyLabRobotDriver:
                        f"{self.plate.name!r} holds ({capacity:g} µL); lower them")
             raise EnvelopeViolation.for_job(job.job_key, [problem], self.envelope.name)
         self._book.add(job)
-        self._ensure_worker()
-        self._wakeup.set()
+        self._runner.wake()
         return self._book.handle(job.job_key)
 
     async def status(self, handle: JobHandle) -> JobState:
@@ -275,13 +272,7 @@ class PyLabRobotDriver:
 
     async def aclose(self) -> None:
         """Stop the worker and the machines this driver set up."""
-        if self._worker is not None and not self._worker.done():
-            self._worker.cancel()
-            try:
-                await self._worker
-            except asyncio.CancelledError:
-                pass
-        self._worker = None
+        await self._runner.close()
         for machine in reversed(self._has_set_up):
             if machine.setup_finished:
                 await machine.stop()
@@ -307,33 +298,6 @@ class PyLabRobotDriver:
         if bad:
             raise SetupError(f"job {job.job_key!r}: volumes {bad} must be finite numbers of µL >= 0")
         return {name: float(v) for name, v in volumes.items() if v > 0}
-
-    def _ensure_worker(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._worker is not None and not self._worker.done() and self._worker_loop is loop:
-            return
-        for entry in self._book.entries.values():
-            if entry.state == "running":  # its loop closed under it: the protocol stopped part-way
-                self._book.finish(entry, reason="interrupted: the event loop running the protocol closed; "
-                                                "check the well and resubmit under a new key")
-        self._wakeup = asyncio.Event()
-        self._worker_loop = loop
-        self._worker = loop.create_task(self._work(), name="pylabrobot-driver")
-
-    def _next_queued(self) -> BookEntry | None:
-        queued = [e for e in self._book.entries.values() if e.state == "queued"]
-        return min(queued, key=lambda e: (float(e.job.parameters.get("priority", 0)), e.submitted_s), default=None)
-
-    async def _work(self) -> None:
-        while True:
-            entry = self._next_queued()
-            if entry is None:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-                continue
-            entry.state = "running"
-            entry.started_s = self._book.now()
-            await self._run(entry)
 
     async def _run(self, entry: BookEntry) -> None:
         job, log, stage = entry.job, [], "set-up"
