@@ -2,6 +2,8 @@
 
 - ``PyLabRobotDriver`` (``closedloop[pylabrobot]``): a job becomes a PyLabRobot protocol on a liquid handler and a
   plate reader.
+- ``Sila2Driver`` (``closedloop[sila2]``): a job is one ``RunExperiment`` of a SiLA 2 server's
+  ``ClosedLoopExperiment`` feature (``ClosedLoopExperiment.sila.xml``); ``sila2_server.serve_sila_lab`` serves it.
 
 Each adapter's library is an optional extra and is imported on first use, so ``import instruments.adapters`` costs
 nothing; a missing library is one ``MissingDependency`` line naming its extra.
@@ -11,9 +13,10 @@ from typing import Any
 
 _LAZY = {
     "PyLabRobotDriver": "instruments.adapters.pylabrobot_driver",
+    "Sila2Driver": "instruments.adapters.sila2_driver",
 }
 
-__all__ = ["PyLabRobotDriver"]
+__all__ = ["PyLabRobotDriver", "Sila2Driver"]
 
 
 def __getattr__(name: str) -> Any:
