@@ -52,6 +52,7 @@ class MadsciDriver:
             nothing.
         timeout_s: timeout of one quick request (status, info, create), s.
         action_timeout_s: how long starting an action may take, which on a REST node is the action's run time, s.
+        ready_timeout_s: how long a job waits for a busy, paused or locked node before it fails, s.
         retries: extra attempts of a read (GET) after a connection error, 429 or 5xx, and of an action the node
             answered ``not_ready`` (nothing ran).
         poll_s: how often to ask the node whether it is ready, or whether a started action has finished, s.
@@ -63,20 +64,22 @@ class MadsciDriver:
     def __init__(
         self, node_url: str, action: str = "run_experiment", *, result_key: str = "value",
         envelope: SafetyEnvelope | dict[str, Any] | None = None, timeout_s: float = 10.0,
-        action_timeout_s: float = 24 * 3600.0, retries: int = 3, poll_s: float = 0.05,
+        action_timeout_s: float = 24 * 3600.0, ready_timeout_s: float = 600.0, retries: int = 3,
+        poll_s: float = 0.05,
     ) -> None:
         if not str(node_url).startswith(("http://", "https://")):
             raise SetupError(f"node url {redact_urls_in(str(node_url))!r} must start with http:// or https://, "
                              "e.g. http://127.0.0.1:2000")
-        if not timeout_s > 0 or not action_timeout_s > 0 or retries < 0:
-            raise SetupError(f"MadsciDriver needs {timeout_s=} > 0, {action_timeout_s=} > 0 and {retries=} >= 0")
+        if not timeout_s > 0 or not action_timeout_s > 0 or ready_timeout_s < 0 or retries < 0 or not poll_s > 0:
+            raise SetupError(f"MadsciDriver needs {timeout_s=} > 0, {action_timeout_s=} > 0, {ready_timeout_s=} >= 0, "
+                             f"{poll_s=} > 0 and {retries=} >= 0")
         self.node_url = str(node_url).rstrip("/")
         self.display_url = redact_url(self.node_url)
         self.action, self.result_key = action, result_key
         self.envelope = (envelope if isinstance(envelope, SafetyEnvelope)
                          else SafetyEnvelope.model_validate(envelope or {"name": "madsci node"}))
         self.timeout_s, self.action_timeout_s, self.retries = float(timeout_s), float(action_timeout_s), int(retries)
-        self.poll_s = float(poll_s)
+        self.poll_s, self.ready_timeout_s = float(poll_s), float(ready_timeout_s)
         self._book = JobBook(self.name)
         self._runner = SerialRunner(self._book, self._run, "madsci action")
         self._action_args: dict[str, dict[str, Any]] | None = None
@@ -192,7 +195,8 @@ class MadsciDriver:
         for _ in range(self.retries + 1):
             busy = await self._await_ready()
             if busy:
-                self._book.finish(entry, reason=f"node not ready: {busy} after {self.timeout_s} s; check the node")
+                self._book.finish(entry, reason=f"node not ready: {busy} after {self.ready_timeout_s:g} s; "
+                                                "check the node")
                 return
             created = await self._send("POST", f"/action/{self.action}", json={"args": args}, timeout_s=self.timeout_s)
             entry.remote = created["action_id"]
@@ -221,8 +225,8 @@ class MadsciDriver:
             self._book.finish(entry, reason=f"action {status}: {problems}", station_log=log)
 
     async def _await_ready(self) -> str:
-        """Wait (at most ``timeout_s``) until the node says it is ready; '' when it is, else why it is not."""
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        """Wait (at most ``ready_timeout_s``) until the node says it is ready; '' when it is, else why it is not."""
+        deadline = asyncio.get_running_loop().time() + self.ready_timeout_s
         while True:
             status = await self._get("/status")
             if status.get("ready"):

@@ -211,3 +211,25 @@ def test_a_running_action_cannot_be_cancelled_on_a_node_without_the_cancel_comma
 def test_bad_urls_are_setup_errors():
     with pytest.raises(SetupError, match="must start with http"):
         MadsciDriver("127.0.0.1:2000")
+
+
+def test_a_locked_node_makes_the_job_wait_then_fail_with_the_nodes_reason(madsci_node):
+    import httpx
+
+    _, url = madsci_node(seconds=0.01)
+    driver = MadsciDriver(url, action="measure", ready_timeout_s=0.5)
+    assert httpx.post(f"{url}/admin/lock").json()["success"] is True
+    try:
+        async def scenario():
+            handle = await driver.submit(dye_job("locked"))
+            await wait_terminal(driver, [handle])
+            result = await driver.result(handle)
+            health = await driver.health()
+            await driver.aclose()
+            return result, health
+
+        result, health = asyncio.run(scenario())
+    finally:
+        httpx.post(f"{url}/admin/unlock")
+    assert result.status == "failed" and result.reason.startswith("node not ready: Node is locked after 0.5 s")
+    assert health["is_ok"] is False and health["node_status"] == "Node is locked"
