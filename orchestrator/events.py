@@ -427,8 +427,7 @@ def parse_payload(event_type: str, payload: str | dict[str, Any]) -> EventPayloa
         cls = EVENT_TYPES[event_type]
     except KeyError as exc:
         raise ValueError(f"event type {event_type!r} is unknown; known types: {sorted(EVENT_TYPES)}") from exc
-    data = json.loads(payload) if isinstance(payload, str) else payload
-    return cls.model_validate(data)
+    return cls.model_validate_json(payload) if isinstance(payload, str) else cls.model_validate(payload)
 
 
 class Event(BaseModel):

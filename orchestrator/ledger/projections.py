@@ -1,15 +1,24 @@
-"""Fold one event into the projection tables. The same function serves live appends and replays.
+"""Fold events into the projection tables. The same fold serves live appends, replays and ``verify``.
 
-Every row the event adds or changes is stamped with the event's seq (``updated_seq``), which is what lets a reader
+A ``ProjectionBatch`` holds the projection rows one batch of events touches, as plain dicts: it fetches the rows the
+batch refers to with one indexed query per table (``prefetch``), folds every event in memory (``apply``), and writes
+what changed with one executemany INSERT and one executemany UPDATE per table (``write``), inside the caller's
+transaction. Without a connection it starts from empty tables, which is a replay.
+
+Every row an event adds or changes is stamped with the event's seq (``updated_seq``), which is what lets a reader
 fetch only the rows that changed since it last looked.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
 
-from sqlalchemy import event as sa_event
-from sqlalchemy.orm import Session
+from pydantic_core import PydanticUndefined
+from sqlalchemy import and_, bindparam, insert, select, update
+from sqlalchemy.engine import Connection
 
 from ..domain import objective_utility
 from ..events import (
@@ -27,19 +36,221 @@ from ..events import (
 from .errors import LedgerConflict
 from .tables import PROJECTION_TABLES, CampaignRow, CandidateRow, LabJobRow, ObservationRow, ScoreRow
 
-__all__ = ["apply_event"]
+__all__ = ["ProjectionBatch", "primary_key", "row_defaults"]
+
+Row = dict[str, Any]
+_IN_CHUNK = 500
 
 
-def _set_candidate_status(session: Session, campaign_id: str, candidate_id: str | None, status: str, **extra) -> None:
-    if candidate_id is None:
-        return
-    row = session.get(CandidateRow, (campaign_id, candidate_id))
-    if row is None:
-        return
-    row.status = status
-    for name, value in extra.items():
-        setattr(row, name, value)
-    session.add(row)
+def primary_key(table: type) -> tuple[str, ...]:
+    """Column names of a projection table's primary key."""
+    return tuple(column.name for column in table.__table__.primary_key.columns)
+
+
+def row_defaults(table: type) -> Row:
+    """Every column of a projection table with its model default (None where it has none)."""
+    out = {}
+    for column in table.__table__.columns:
+        field = table.model_fields.get(column.name)
+        default = None if field is None else field.default
+        out[column.name] = None if default is PydanticUndefined else default
+    return out
+
+
+_PK = {table: primary_key(table) for table in PROJECTION_TABLES}
+_DEFAULTS = {table: row_defaults(table) for table in PROJECTION_TABLES}
+
+
+class ProjectionBatch:
+    """The projection rows of one campaign that a batch of events touches, folded in memory.
+
+    Args:
+        campaign_id: the campaign whose events are folded.
+        connection: read rows the events refer to from here, and ``write`` back to it; None folds from empty tables.
+    """
+
+    def __init__(self, campaign_id: str, connection: Connection | None = None):
+        self.campaign_id = campaign_id
+        self.connection = connection
+        self.rows: dict[type, dict[tuple, Row | None]] = {table: {} for table in PROJECTION_TABLES}
+        self._stored: dict[type, set[tuple]] = {table: set() for table in PROJECTION_TABLES}
+        self._changed: dict[type, set[tuple]] = {table: set() for table in PROJECTION_TABLES}
+        self._seq = 0
+
+    # ----------------------------------------------------------------------------------------------- reading
+    def prefetch(self, payloads: Iterable[EventPayload]) -> None:
+        """Fetch, with one query per table, every stored row the payloads can touch."""
+        payloads = list(payloads)
+        candidates, jobs, scores = set(), set(), set()
+        for payload in payloads:
+            if (candidate_id := getattr(payload, "candidate_id", None)) is not None:
+                candidates.add(candidate_id)
+            if isinstance(payload, Observed):
+                jobs.add(payload.job_key)
+            if isinstance(payload, Scored) and payload.supersedes_seq is not None:
+                scores.add(payload.supersedes_seq)
+        if any(isinstance(p, CampaignStarted | Observed | CampaignStopped) for p in payloads):
+            self._fetch(CampaignRow, [(self.campaign_id,)])
+        self._fetch(CandidateRow, [(self.campaign_id, c) for c in candidates])
+        self._fetch(LabJobRow, [(self.campaign_id, j) for j in jobs])
+        self._fetch(ScoreRow, [(self.campaign_id, s) for s in scores])
+
+    def _fetch(self, table: type, keys: list[tuple]) -> None:
+        cache = self.rows[table]
+        wanted = [key for key in keys if key not in cache]
+        if not wanted:
+            return
+        for key in wanted:
+            cache[key] = None
+        if self.connection is None:
+            return
+        columns = [table.__table__.c[name] for name in _PK[table]]
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start:start + _IN_CHUNK]
+            where = columns[0].in_([k[0] for k in chunk]) if len(columns) == 1 else and_(
+                columns[0] == self.campaign_id, columns[1].in_([k[1] for k in chunk]))
+            for found in self.connection.execute(select(table.__table__).where(where)).mappings():
+                key = tuple(found[name] for name in _PK[table])
+                cache[key] = dict(found)
+                self._stored[table].add(key)
+
+    def _get(self, table: type, key: tuple) -> Row | None:
+        if key not in self.rows[table]:
+            self._fetch(table, [key])
+        return self.rows[table][key]
+
+    # ----------------------------------------------------------------------------------------------- folding
+    def _touch(self, table: type, key: tuple, row: Row) -> Row:
+        row["updated_seq"] = self._seq
+        self.rows[table][key] = row
+        self._changed[table].add(key)
+        return row
+
+    def _add(self, table: type, **values: Any) -> Row:
+        row = {**_DEFAULTS[table], **values}
+        return self._touch(table, tuple(row[name] for name in _PK[table]), row)
+
+    def _set_candidate_status(self, candidate_id: str | None, status: str, **extra: Any) -> None:
+        if candidate_id is None:
+            return
+        key = (self.campaign_id, candidate_id)
+        row = self._get(CandidateRow, key)
+        if row is not None:
+            row.update(status=status, **extra)
+            self._touch(CandidateRow, key, row)
+
+    def apply(self, seq: int, payload: EventPayload) -> None:
+        """Fold one event into the rows."""
+        self._seq = seq
+        cid = self.campaign_id
+        match payload:
+            case CampaignStarted():
+                if self._get(CampaignRow, (cid,)) is not None:
+                    raise LedgerConflict(f"campaign {cid!r} has already started; pick a new campaign id or resume it")
+                self._add(CampaignRow, id=cid, name=payload.name, seed=payload.seed, started_seq=seq,
+                          objective=json.dumps(payload.spec.get("objective", {}), sort_keys=True))
+            case Proposed():
+                if self._get(CandidateRow, (cid, payload.candidate_id)) is None:
+                    self._add(CandidateRow, campaign_id=cid, candidate_id=payload.candidate_id,
+                              kind=payload.candidate["type"], canonical=json.dumps(payload.candidate, sort_keys=True),
+                              arm=payload.arm, iteration=payload.iteration, status="proposed", first_seq=seq)
+            case Rejected():
+                row = self._get(CandidateRow, (cid, payload.candidate_id)) if payload.candidate_id else None
+                # A duplicate proposal of an already tested candidate must not demote the original.
+                if row is not None and row["status"] in {"proposed", "screened"} and row["iteration"] == payload.iteration:
+                    self._set_candidate_status(payload.candidate_id, "rejected")
+            case Simulated():
+                obs = payload.observation
+                self._add(ObservationRow, campaign_id=cid, seq=seq, candidate_id=payload.candidate_id,
+                          source=payload.rung, fidelity=obs.get("fidelity", 0), is_lab=False,
+                          status=obs.get("status", "ok"), properties=json.dumps(obs.get("properties", {}), sort_keys=True),
+                          reason=obs.get("reason"), cost_s=obs.get("cost_s", 0.0), provenance="simulator")
+                self._set_candidate_status(payload.candidate_id, "screened", highest_rung=payload.rung)
+            case Promoted():
+                if payload.to_rung == "lab":
+                    status = {"promote": "screened", "hold": "held", "skip": "skipped"}[payload.decision]
+                    self._set_candidate_status(payload.candidate_id, status)
+            case Dispatched():
+                self._add(LabJobRow, campaign_id=cid, job_key=payload.job_key, candidate_id=payload.candidate_id,
+                          arm=payload.arm, iteration=payload.iteration, driver=payload.driver, status="dispatched",
+                          dispatched_seq=seq, submitted_s=payload.sim_time_s)
+                self._set_candidate_status(payload.candidate_id, "dispatched")
+            case Observed():
+                self._fold_observed(seq, payload)
+            case Scored():
+                if payload.supersedes_seq is not None:
+                    old = self._get(ScoreRow, (cid, payload.supersedes_seq))
+                    if old is not None:
+                        old["superseded_by_seq"] = seq
+                        self._touch(ScoreRow, (cid, payload.supersedes_seq), old)
+                self._add(ScoreRow, campaign_id=cid, seq=seq, iteration=payload.iteration, stage=payload.stage,
+                          subject=payload.subject, rubric_id=payload.rubric_id, rubric_version=payload.rubric_version,
+                          criterion_id=payload.criterion_id, value=payload.value, weight=payload.weight,
+                          is_provisional=payload.is_provisional)
+            case CampaignStopped():
+                campaign = self._get(CampaignRow, (cid,))
+                if campaign is not None:
+                    campaign.update(status="stopped", stop_reason=payload.reason,
+                                    best_candidate_id=payload.best_candidate_id, best_value=payload.best_value)
+                    self._touch(CampaignRow, (cid,), campaign)
+            case _:
+                pass  # events without a projection (ApprovalRequested, SurrogateUpdated, LLMCall, ...)
+
+    def _fold_observed(self, seq: int, payload: Observed) -> None:
+        cid = self.campaign_id
+        self._add(ObservationRow, campaign_id=cid, seq=seq, candidate_id=payload.candidate_id,
+                  source=payload.driver or "lab", fidelity=-1, is_lab=True, status=payload.status, value=payload.value,
+                  properties=json.dumps({"value": payload.value, "uncertainty": payload.uncertainty}),
+                  reason=payload.reason, provenance=payload.provenance, sim_time_s=payload.sim_time_s)
+        job = self._get(LabJobRow, (cid, payload.job_key))
+        if job is not None:
+            job.update(status="done" if payload.status == "ok" else "failed", observed_seq=seq,
+                       completed_s=payload.sim_time_s, value=payload.value)
+            self._touch(LabJobRow, (cid, payload.job_key), job)
+        self._set_candidate_status(payload.candidate_id, "observed" if payload.status == "ok" else "failed")
+        campaign = self._get(CampaignRow, (cid,))
+        if campaign is not None:
+            campaign["n_lab"] += 1
+            utility = _utility(campaign["objective"], payload.value) if payload.status == "ok" else None
+            if utility is not None and (campaign["best_value"] is None
+                                        or utility > _utility(campaign["objective"], campaign["best_value"])):
+                campaign["best_value"], campaign["best_candidate_id"] = payload.value, payload.candidate_id
+            self._touch(CampaignRow, (cid,), campaign)
+
+    # ----------------------------------------------------------------------------------------------- writing
+    def write(self, connection: Connection | None = None) -> None:
+        """INSERT the new rows and UPDATE the changed stored ones, one executemany each per table."""
+        connection = connection or self.connection
+        for table in PROJECTION_TABLES:
+            changed = self._changed[table]
+            if not changed:
+                continue
+            stored = self._stored[table]
+            fresh = [self.rows[table][key] for key in changed if key not in stored]
+            updated = [self.rows[table][key] for key in changed if key in stored]
+            if fresh:
+                connection.execute(insert(table.__table__), fresh)
+            if updated:
+                connection.execute(_update_statement(table), [_pk_params(table, row) for row in updated])
+            stored.update(key for key in changed)
+            changed.clear()
+
+    def final_rows(self) -> dict[type, dict[tuple, Row]]:
+        """Every row that exists after the fold, by table and primary key (a replay's result)."""
+        return {table: {k: r for k, r in rows.items() if r is not None} for table, rows in self.rows.items()}
+
+
+def _pk_params(table: type, row: Row) -> Row:
+    """Bind parameters of ``_update_statement``: ``pk_<column>`` for the key, ``v_<column>`` for the rest."""
+    return {(f"pk_{name}" if name in _PK[table] else f"v_{name}"): value for name, value in row.items()}
+
+
+@cache
+def _update_statement(table: type):
+    columns = table.__table__.c
+    where = and_(*(columns[name] == bindparam(f"pk_{name}") for name in _PK[table]))
+    values = {c.name: bindparam(f"v_{c.name}") for c in table.__table__.columns if c.name not in _PK[table]}
+    return update(table.__table__).where(where).values(values)
 
 
 def _utility(objective_json: str, value: float | None) -> float | None:
@@ -48,152 +259,3 @@ def _utility(objective_json: str, value: float | None) -> float | None:
     objective = json.loads(objective_json or "{}")
     return objective_utility(objective.get("direction", "maximize"), value, objective.get("target"))
 
-
-def apply_event(session: Session, campaign_id: str, seq: int, payload: EventPayload) -> None:
-    """Update the projections for one event, inside the caller's transaction (which flushes after each event)."""
-    session.info[_SEQ] = seq
-    _fold(session, campaign_id, seq, payload)
-
-
-_SEQ = "closedloop_event_seq"
-
-
-@sa_event.listens_for(Session, "before_flush")
-def _stamp_updated_seq(session: Session, _flush_context, _instances) -> None:
-    """Stamp rows at flush time: the fold's own look-ups autoflush, so stamping after it would miss rows."""
-    seq = session.info.get(_SEQ)
-    if seq is None:
-        return
-    for row in (*session.new, *session.dirty):
-        if isinstance(row, PROJECTION_TABLES):
-            row.updated_seq = seq
-
-
-def _fold(session: Session, campaign_id: str, seq: int, payload: EventPayload) -> None:
-    match payload:
-        case CampaignStarted():
-            if session.get(CampaignRow, campaign_id) is not None:
-                raise LedgerConflict(f"campaign {campaign_id!r} has already started; pick a new campaign id or resume it")
-            objective = json.dumps(payload.spec.get("objective", {}), sort_keys=True)
-            session.add(CampaignRow(id=campaign_id, name=payload.name, seed=payload.seed, started_seq=seq,
-                                    objective=objective))
-        case Proposed():
-            if session.get(CandidateRow, (campaign_id, payload.candidate_id)) is None:
-                session.add(
-                    CandidateRow(
-                        campaign_id=campaign_id,
-                        candidate_id=payload.candidate_id,
-                        kind=payload.candidate["type"],
-                        canonical=json.dumps(payload.candidate, sort_keys=True),
-                        arm=payload.arm,
-                        iteration=payload.iteration,
-                        status="proposed",
-                        first_seq=seq,
-                    )
-                )
-        case Rejected():
-            row = session.get(CandidateRow, (campaign_id, payload.candidate_id)) if payload.candidate_id else None
-            # A duplicate proposal of an already tested candidate must not demote the original.
-            if row is not None and row.status in {"proposed", "screened"} and row.iteration == payload.iteration:
-                _set_candidate_status(session, campaign_id, payload.candidate_id, "rejected")
-        case Simulated():
-            obs = payload.observation
-            session.add(
-                ObservationRow(
-                    campaign_id=campaign_id,
-                    seq=seq,
-                    candidate_id=payload.candidate_id,
-                    source=payload.rung,
-                    fidelity=obs.get("fidelity", 0),
-                    is_lab=False,
-                    status=obs.get("status", "ok"),
-                    properties=json.dumps(obs.get("properties", {}), sort_keys=True),
-                    reason=obs.get("reason"),
-                    cost_s=obs.get("cost_s", 0.0),
-                    provenance="simulator",
-                )
-            )
-            _set_candidate_status(session, campaign_id, payload.candidate_id, "screened", highest_rung=payload.rung)
-        case Promoted():
-            if payload.to_rung == "lab":
-                status = {"promote": "screened", "hold": "held", "skip": "skipped"}[payload.decision]
-                _set_candidate_status(session, campaign_id, payload.candidate_id, status)
-        case Dispatched():
-            session.add(
-                LabJobRow(
-                    campaign_id=campaign_id,
-                    job_key=payload.job_key,
-                    candidate_id=payload.candidate_id,
-                    arm=payload.arm,
-                    iteration=payload.iteration,
-                    driver=payload.driver,
-                    status="dispatched",
-                    dispatched_seq=seq,
-                    submitted_s=payload.sim_time_s,
-                )
-            )
-            _set_candidate_status(session, campaign_id, payload.candidate_id, "dispatched")
-        case Observed():
-            session.add(
-                ObservationRow(
-                    campaign_id=campaign_id,
-                    seq=seq,
-                    candidate_id=payload.candidate_id,
-                    source=payload.driver or "lab",
-                    fidelity=-1,
-                    is_lab=True,
-                    status=payload.status,
-                    value=payload.value,
-                    properties=json.dumps({"value": payload.value, "uncertainty": payload.uncertainty}),
-                    reason=payload.reason,
-                    provenance=payload.provenance,
-                    sim_time_s=payload.sim_time_s,
-                )
-            )
-            job = session.get(LabJobRow, (campaign_id, payload.job_key))
-            if job is not None:
-                job.status = "done" if payload.status == "ok" else "failed"
-                job.observed_seq, job.completed_s, job.value = seq, payload.sim_time_s, payload.value
-                session.add(job)
-            status = "observed" if payload.status == "ok" else "failed"
-            _set_candidate_status(session, campaign_id, payload.candidate_id, status)
-            campaign = session.get(CampaignRow, campaign_id)
-            if campaign is not None:
-                campaign.n_lab += 1
-                utility = _utility(campaign.objective, payload.value) if payload.status == "ok" else None
-                if utility is not None and (
-                    campaign.best_value is None or utility > _utility(campaign.objective, campaign.best_value)
-                ):
-                    campaign.best_value, campaign.best_candidate_id = payload.value, payload.candidate_id
-                session.add(campaign)
-        case Scored():
-            if payload.supersedes_seq is not None:
-                old = session.get(ScoreRow, (campaign_id, payload.supersedes_seq))
-                if old is not None:
-                    old.superseded_by_seq = seq
-                    session.add(old)
-            session.add(
-                ScoreRow(
-                    campaign_id=campaign_id,
-                    seq=seq,
-                    iteration=payload.iteration,
-                    stage=payload.stage,
-                    subject=payload.subject,
-                    rubric_id=payload.rubric_id,
-                    rubric_version=payload.rubric_version,
-                    criterion_id=payload.criterion_id,
-                    value=payload.value,
-                    weight=payload.weight,
-                    is_provisional=payload.is_provisional,
-                )
-            )
-        case CampaignStopped():
-            campaign = session.get(CampaignRow, campaign_id)
-            if campaign is not None:
-                campaign.status = "stopped"
-                campaign.stop_reason = payload.reason
-                campaign.best_candidate_id = payload.best_candidate_id
-                campaign.best_value = payload.best_value
-                session.add(campaign)
-        case _:
-            pass  # events without a projection (ApprovalRequested, SurrogateUpdated, LLMCall, ...)

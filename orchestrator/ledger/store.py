@@ -26,12 +26,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import event as sa_event
-from sqlalchemy import Integer, cast, func, text
+from sqlalchemy import Integer, cast, func, insert, text
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine, select
@@ -40,7 +40,7 @@ from ..events import Event, EventPayload
 from .errors import LedgerConflict, LedgerError
 from .chain import GENESIS, event_hash
 from .integrity import check_sqlite_file
-from .projections import apply_event
+from .projections import ProjectionBatch
 from .tables import (
     PROJECTION_TABLES,
     CampaignRow,
@@ -116,6 +116,19 @@ def _canonical(payload: EventPayload) -> str:
 def _naive_utc(moment: datetime) -> datetime:
     """Event times read back as naive UTC on every backend (SQLite stores no offset; PostgreSQL returns one)."""
     return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
+
+
+class _EventValues(NamedTuple):
+    """One event row as written (the columns ``event_from_row`` reads, and its hash)."""
+
+    seq: int
+    type: str
+    schema_version: int
+    payload: str
+    idempotency_key: str
+    actor: str
+    at: datetime
+    hash: str
 
 
 def event_from_row(campaign_id: str, row: Any) -> Event:
@@ -224,55 +237,53 @@ class Ledger:
         if not items:
             return []
         out: list[Event] = []
-        with Session(self.engine) as session:
-            self._lock_campaign(session, campaign_id)
-            last = session.exec(select(EventRow.seq, EventRow.hash).where(EventRow.campaign_id == campaign_id)
+        with self.engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE (see _configure_sqlite)
+            self._lock_campaign(conn, campaign_id)
+            last = conn.execute(select(EventRow.seq, EventRow.hash).where(EventRow.campaign_id == campaign_id)
                                 .order_by(EventRow.seq.desc()).limit(1)).first()
             next_seq, previous_hash = (last[0] + 1, last[1]) if last is not None else (1, GENESIS)
             full_keys = [f"{campaign_id}:{item[1]}" for item in items]
-            existing = self._existing(session, full_keys)
+            existing = self._existing(conn, full_keys)
+            rows: list[dict[str, Any]] = []
+            folds: list[tuple[int, EventPayload]] = []
             for (payload, _key, *envelope), full_key in zip(items, full_keys, strict=True):
-                item_actor, item_at = envelope if envelope else (actor, datetime.now(UTC))
                 canonical = _canonical(payload)
                 stored = existing.get(full_key)
                 if stored is not None:
                     _check_same(stored, payload.type, canonical, full_key)
                     out.append(event_from_row(campaign_id, stored))
                     continue
-                row = EventRow(
-                    campaign_id=campaign_id,
-                    seq=next_seq,
-                    type=payload.type,
-                    schema_version=payload.schema_version,
-                    payload=canonical,
-                    idempotency_key=full_key,
-                    actor=item_actor,
-                    at=item_at,
-                    hash=event_hash(previous_hash, campaign_id, next_seq, payload.type, payload.schema_version,
-                                    canonical, full_key, item_actor, item_at),
-                )
-                session.add(row)
-                session.flush()
-                apply_event(session, campaign_id, next_seq, payload)
-                session.flush()
+                item_actor, item_at = envelope if envelope else (actor, datetime.now(UTC))
+                row = _EventValues(seq=next_seq, type=payload.type, schema_version=payload.schema_version,
+                                   payload=canonical, idempotency_key=full_key, actor=item_actor, at=item_at,
+                                   hash=event_hash(previous_hash, campaign_id, next_seq, payload.type,
+                                                   payload.schema_version, canonical, full_key, item_actor, item_at))
+                rows.append({"campaign_id": campaign_id, **row._asdict()})
+                folds.append((next_seq, payload))
                 existing[full_key] = row
                 out.append(event_from_row(campaign_id, row))
                 next_seq, previous_hash = next_seq + 1, row.hash
-            session.commit()
+            if rows:
+                conn.execute(insert(EventRow.__table__), rows)
+                batch = ProjectionBatch(campaign_id, conn)
+                batch.prefetch(payload for _, payload in folds)
+                for seq, payload in folds:
+                    batch.apply(seq, payload)
+                batch.write()
         return out
 
-    def _lock_campaign(self, session: Session, campaign_id: str) -> None:
+    def _lock_campaign(self, conn: Connection, campaign_id: str) -> None:
         if self.is_postgres:
-            session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:cid, 0))"), {"cid": campaign_id})
-        # SQLite: the session's first statement opened BEGIN IMMEDIATE, which already excludes other writers.
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:cid, 0))"), {"cid": campaign_id})
+        # SQLite: the transaction began with BEGIN IMMEDIATE, which already excludes other writers.
 
     @staticmethod
-    def _existing(session: Session, full_keys: list[str]) -> dict[str, EventRow]:
-        found: dict[str, EventRow] = {}
+    def _existing(conn: Connection, full_keys: list[str]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
         unique = list(dict.fromkeys(full_keys))
         for start in range(0, len(unique), _IN_CHUNK):
             chunk = unique[start:start + _IN_CHUNK]
-            for row in session.exec(select(EventRow).where(EventRow.idempotency_key.in_(chunk))):
+            for row in conn.execute(select(*_EVENT_COLUMNS).where(EventRow.idempotency_key.in_(chunk))):
                 found[row.idempotency_key] = row
         return found
 

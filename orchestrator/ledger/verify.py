@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlmodel import Session
+from collections.abc import Iterable
+
+from sqlalchemy import select
 
 from ..events import parse_payload
-from .chain import ChainBreak, first_break
-from .projections import apply_event
-from .store import Ledger, event_from_row
-from .tables import PROJECTION_TABLES
+from .chain import GENESIS, ChainBreak, event_hash
+from .projections import ProjectionBatch, primary_key
+from .store import Ledger
+from .tables import PROJECTION_TABLES, CampaignRow
 
 __all__ = ["VerifyReport", "rebuild_projections", "verify"]
 
@@ -32,30 +34,58 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
 
 
-def _dump(rows) -> dict[tuple, dict]:
-    out = {}
+def _stored(ledger: Ledger, table: type, campaign_id: str) -> dict[tuple, dict]:
+    """The stored rows of one table, by primary key, without ``updated_seq`` (read bookkeeping: rows migrated from
+    before it existed hold 0, not projected content)."""
+    column = table.__table__.c["id" if table is CampaignRow else "campaign_id"]
+    pk = primary_key(table)
+    with ledger.engine.connect() as conn:
+        found = conn.execute(select(table.__table__).where(column == campaign_id)).mappings().all()
+    return {tuple(row[name] for name in pk): {k: v for k, v in row.items() if k != "updated_seq"} for row in found}
+
+
+def _fold(campaign_id: str, rows: Iterable) -> ProjectionBatch:
+    batch = ProjectionBatch(campaign_id)
     for row in rows:
-        # updated_seq is read bookkeeping (rows migrated from before it existed hold 0), not projected content
-        data = row.model_dump(exclude={"updated_seq"})
-        pk = tuple(data[c.name] for c in type(row).__table__.primary_key.columns)
-        out[pk] = data
-    return out
+        batch.apply(row.seq, parse_payload(row.type, row.payload))
+    return batch
 
 
 def rebuild_projections(ledger: Ledger, campaign_id: str, events: list | None = None) -> Ledger:
     """Fold the campaign's events (read from ``ledger`` unless given) into a fresh in-memory ledger and return it."""
     fresh = Ledger.open(":memory:")
-    events = ledger.events(campaign_id) if events is None else events
-    with Session(fresh.engine) as session:
-        for event in events:
-            apply_event(session, campaign_id, event.seq, parse_payload(event.type, event.payload))
-            session.flush()
-        session.commit()
+    source = ledger.chain_rows(campaign_id) if events is None else events
+    batch = _fold(campaign_id, source)
+    with fresh.engine.begin() as conn:
+        batch.write(conn)
     return fresh
 
 
+class _Walk:
+    """One pass over a campaign's stored events: checks the hash chain and counts them as they stream by."""
+
+    def __init__(self, campaign_id: str, rows: Iterable):
+        self.campaign_id, self.rows = campaign_id, rows
+        self.n_events, self.seqs_ok, self.head = 0, True, GENESIS
+        self.broken: ChainBreak | None = None
+
+    def __iter__(self):
+        for row in self.rows:
+            self.n_events += 1
+            self.seqs_ok = self.seqs_ok and row.seq == self.n_events
+            if self.broken is None:
+                expected = event_hash(self.head, self.campaign_id, row.seq, row.type, row.schema_version, row.payload,
+                                      row.idempotency_key, row.actor, row.at)
+                if row.hash == expected:
+                    self.head = expected
+                else:
+                    self.broken = ChainBreak(row.seq, row.hash, expected)
+            yield row
+
+
 def verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
-    """Compare stored projections with projections rebuilt from the events.
+    """Check the hash chain and compare stored projections with projections rebuilt from the events, in one
+    streaming pass over the events (fetched in batches).
 
     Example:
         >>> from orchestrator.events import CampaignStarted
@@ -64,38 +94,30 @@ def verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
         >>> verify(ledger, "c1").is_identical
         True
     """
-    rows = list(ledger.chain_rows(campaign_id))
-    broken, head = first_break(campaign_id, rows)
-    events = [event_from_row(campaign_id, row) for row in rows]
+    walk = _Walk(campaign_id, ledger.chain_rows(campaign_id))
     differences: list[dict] = []
-    if broken is not None:
-        differences.append({"table": "event", "key": ["hash", broken.seq], "stored": broken.stored or "(none)",
-                            "rebuilt": broken.expected})
     try:
-        rebuilt = rebuild_projections(ledger, campaign_id, events)
+        rebuilt = _fold(campaign_id, walk).final_rows()
     except ValueError as exc:  # an event that no longer parses (pydantic's ValidationError is a ValueError)
+        for _ in walk:  # finish the walk: count the events and find the chain's break
+            pass
         differences.append({"table": "event", "key": ["payload"], "stored": "an event that does not parse",
                             "rebuilt": f"nothing: {str(exc).splitlines()[0]}"})
-        return _report(ledger, campaign_id, len(events), differences, head, broken)
-    seqs = [e.seq for e in events]
-    if seqs != list(range(1, len(seqs) + 1)):
-        missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
-        differences.append({"table": "event", "key": ["seq"], "stored": f"gaps at {missing[:10]}",
-                            "rebuilt": f"1..{len(seqs)}"})
-    for table in PROJECTION_TABLES:
-        stored, fresh = _dump(ledger.stored_rows(table, campaign_id)), _dump(rebuilt.stored_rows(table, campaign_id))
+        rebuilt = None
+    if walk.broken is not None:
+        differences.insert(0, {"table": "event", "key": ["hash", walk.broken.seq],
+                               "stored": walk.broken.stored or "(none)", "rebuilt": walk.broken.expected})
+    if not walk.seqs_ok:
+        differences.append({"table": "event", "key": ["seq"], "stored": "seqs with gaps or repeats",
+                            "rebuilt": f"1..{walk.n_events}"})
+    for table in PROJECTION_TABLES if rebuilt is not None else ():
+        stored = _stored(ledger, table, campaign_id)
+        fresh = {key: {k: v for k, v in row.items() if k != "updated_seq"} for key, row in rebuilt[table].items()}
         for key in sorted(set(stored) | set(fresh), key=str):
             if stored.get(key) != fresh.get(key):
-                differences.append(
-                    {"table": table.__tablename__, "key": list(key), "stored": stored.get(key), "rebuilt": fresh.get(key)}
-                )
-    rebuilt.close()
-    return _report(ledger, campaign_id, len(events), differences, head, broken)
-
-
-def _report(ledger: Ledger, campaign_id: str, n_events: int, differences: list[dict], head: str,
-            broken: ChainBreak | None) -> VerifyReport:
+                differences.append({"table": table.__tablename__, "key": list(key), "stored": stored.get(key),
+                                    "rebuilt": fresh.get(key)})
     notes = [f"{n.kind} (seq {n.first_seq}..{n.last_seq}, {n.at:%Y-%m-%d %H:%M} UTC): {n.detail}"
              for n in ledger.notes(campaign_id)]
-    return VerifyReport(campaign_id, n_events, not differences, differences, head_hash=head,
-                        chain_break=None if broken is None else broken.describe(), notes=notes)
+    return VerifyReport(campaign_id, walk.n_events, not differences, differences, head_hash=walk.head,
+                        chain_break=None if walk.broken is None else walk.broken.describe(), notes=notes)

@@ -80,9 +80,13 @@ def _prior_kind(prior: dict | None) -> tuple | None:
 
 
 def _fits_surrogate(ctx: CampaignContext) -> bool:
-    """Whether an arm of this campaign plans with the campaign's GP (``uses_surrogate``): nothing is fitted for
-    arms that do not (random, cheap-first, botorch)."""
-    return any(getattr(planner, "uses_surrogate", False) for planner in ctx.planners.values())
+    """Whether an arm that gets lab slots plans with the campaign's GP (``uses_surrogate``): nothing is fitted for
+    arms that do not (random, cheap-first, botorch), nor for a control whose share of the lab is 0."""
+    planner_spec = ctx.spec.planner
+    arms = [planner_spec.main]
+    if planner_spec.control is not None and planner_spec.control_share > 0:
+        arms.append(planner_spec.control)
+    return any(getattr(ctx.planners.get(arm), "uses_surrogate", False) for arm in arms)
 
 
 def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):

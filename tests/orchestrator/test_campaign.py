@@ -244,3 +244,19 @@ def test_the_same_spec_and_seed_reproduce_a_campaign_under_a_new_id(tmp_path):
     first, second = ([(t, str(p).replace(cid, "CID")) for t, p in runs[cid]] for cid in runs)
     assert [a for a, b in zip(first, second, strict=True) if a != b] == []
     assert sum(t == "Observed" for t, _ in first) == 6
+
+
+def test_no_surrogate_is_fitted_for_an_arm_without_lab_slots(tmp_path):
+    """A bo control with share 0 never plans, so learn fits nothing for it; with share 0.5 it does."""
+    from orchestrator.events import SurrogateUpdated
+
+    def models(share: float) -> set[str]:
+        spec = small_spec(BUCHWALD_SPEC, lab_experiments=6, planner__main="random", planner__control="bo",
+                          planner__control_share=share)
+        with Campaign.start(spec, db=tmp_path / f"share{share}.db") as campaign:
+            campaign.run()
+            return {e.payload["model"] for e in campaign.ledger.events(campaign.campaign_id,
+                                                                       types=[SurrogateUpdated.type])}
+
+    assert models(0.0) == {"none"}
+    assert any("refit" in m for m in models(0.5))
