@@ -260,12 +260,14 @@ def _started(campaign_id: str):
     return CampaignStarted(name=campaign_id, seed=0, spec=spec)
 
 
-def measure_ledger(work: Path, n_events: int, batch_size: int, n_single: int) -> dict[str, Any]:
-    from orchestrator.ledger import Ledger, verify
+def measure_ledger(work: Path, n_events: int, batch_size: int, n_single: int, *, db: str | None = None) -> dict[str, Any]:
+    """Events per second written on a fresh ledger: ``work/writes.db`` (SQLite), or ``db`` (an empty database's URL)."""
+    from orchestrator.ledger import Ledger, safe_url, verify
 
     common.console.print(f"ledger: {n_events} events in batches of {batch_size}, {n_single} single appends …")
-    ledger = Ledger.open(work / "writes.db")
-    results: dict[str, Any] = {"n_events_batched": n_events, "batch_size": batch_size, "n_single": n_single}
+    ledger = Ledger.open(db or work / "writes.db")
+    results: dict[str, Any] = {"db": safe_url(db or work / "writes.db"), "n_events_batched": n_events,
+                               "batch_size": batch_size, "n_single": n_single}
     batched = _write_items(n_events, 0)
     ledger.append("batched", _started("batched"), key="started")
     with common.Stopwatch.run() as watch:
@@ -289,7 +291,8 @@ def measure_ledger(work: Path, n_events: int, batch_size: int, n_single: int) ->
     results["verify"] = {"n_events": report.n_events, "wall_s": watch.wall_s, "cpu_s": watch.cpu_s,
                          "events_per_s": report.n_events / watch.wall_s}
     ledger.close()
-    results["db_bytes"] = sum(p.stat().st_size for p in work.glob("writes.db*"))
+    if db is None:
+        results["db_bytes"] = sum(p.stat().st_size for p in work.glob("writes.db*"))
     return results
 
 
