@@ -7,10 +7,10 @@ Four measurements (issue 8, item 5; the report time is also issue 7's):
   Buchwald–Hartwig conditions pool without a ladder. An iteration is one pass plan → … → decide, timed between
   the graph's node updates (``Campaign.run(on_step=…)``), so LangGraph's own work and its SQLite checkpoint writes
   are included. Wrapped and subtracted: the simulators (``run_rung``), the SimLab's clock advancing to the next
-  completion (``run_until_any_complete``), the surrogate fit (``fit_surrogate_state``), the arms' ``propose``
-  (GP posterior and log-EI over the whole pool) and the fused beliefs of the screen node (``lab_beliefs``). What is
-  left is the orchestration: ledger reads and writes, projections, rubric scoring, escalation bookkeeping, the
-  SimLab's submit/status/result calls and the checkpoints.
+  completion (``run_until_any_complete``), the surrogate fit (``campaign_surrogate_state``; choosing its ladder
+  prior stays in the overhead), the arms' ``propose`` (GP posterior and log-EI over the whole pool) and the fused
+  beliefs of the screen node (``lab_beliefs``). What is left is the orchestration: ledger reads and writes,
+  projections, rubric scoring, escalation bookkeeping, the SimLab's submit/status/result calls and the checkpoints.
 - **Ledger writes** on a SQLite file (WAL): events per second through ``append_many`` in batches and through
   single ``append`` calls (one transaction each). Each event is a ``Proposed`` or a ``Simulated`` of a FreeSolv
   molecule, so every write also updates the projections.
@@ -142,10 +142,10 @@ def run_instrumented(spec, db: Path, campaign_id: str) -> tuple[list[dict[str, A
 
     timers = _Timers()
     originals = {(screen_node, "run_rung"): screen_node.run_rung, (screen_node, "lab_beliefs"): screen_node.lab_beliefs,
-                 (learn_node, "fit_surrogate_state"): learn_node.fit_surrogate_state}
+                 (learn_node, "campaign_surrogate_state"): learn_node.campaign_surrogate_state}
     screen_node.run_rung = timers.wrap("simulators", screen_node.run_rung)
     screen_node.lab_beliefs = timers.wrap("beliefs", screen_node.lab_beliefs)
-    learn_node.fit_surrogate_state = timers.wrap("surrogate_fit", learn_node.fit_surrogate_state)
+    learn_node.campaign_surrogate_state = timers.wrap("surrogate_fit", learn_node.campaign_surrogate_state)
     steps: list[dict[str, Any]] = []
     start = time.perf_counter()
     try:
