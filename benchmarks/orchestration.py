@@ -239,8 +239,9 @@ def goal_rows(results: dict[str, Any], settings: dict[str, Any]) -> list[Row]:
         if loop:
             s = loop[name]
             row.measured = s["overhead_s_ms"]["median"]
-            row.note = (f"{s['n_iterations']} iterations of {settings['loop_lab_budget']} lab experiments; IQR "
-                        f"{s['overhead_s_ms']['iqr']:.0f} ms; wall {s['wall_s_ms']['median']:.0f} ms before subtracting")
+            row.note = (f"{s['n_iterations']} iterations of a {settings['loop_lab_budget']}-experiment campaign; IQR "
+                        f"{s['overhead_s_ms']['iqr']:.0f} ms; median wall {s['wall_s_ms']['median']:.0f} ms before "
+                        "subtracting")
         rows.append(row)
     for key, label, goal in (("ledger", "SQLite", 5000), ("postgres", "PostgreSQL", 2000)):
         row = Row(f"ledger_{key}", f"ledger appends on {label} (append_many, batches of {BATCH_SIZE})", "events/s",
