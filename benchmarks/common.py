@@ -257,9 +257,9 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def write_results(name: str, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` with the date, the command and the machine to ``benchmarks/results/<name>.json``."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+def write_results(name: str, payload: dict[str, Any], path: Path | None = None) -> Path:
+    """Write ``payload`` with the date, the command and the machine to ``path``
+    (default ``benchmarks/results/<name>.json``)."""
     document = {
         "benchmark": name,
         "date_utc": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -267,7 +267,8 @@ def write_results(name: str, payload: dict[str, Any]) -> Path:
         "machine": machine_info(),
         **payload,
     }
-    path = RESULTS_DIR / f"{name}.json"
+    path = path or RESULTS_DIR / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(clean_nan(document), indent=2, default=_json_default, allow_nan=False) + "\n")
     console.print(f"[dim]wrote {path}[/dim]")
     return path

@@ -7,10 +7,10 @@ Four measurements (issue 8, item 5; the report time is also issue 7's):
   Buchwald–Hartwig conditions pool without a ladder. An iteration is one pass plan → … → decide, timed between
   the graph's node updates (``Campaign.run(on_step=…)``), so LangGraph's own work and its SQLite checkpoint writes
   are included. Wrapped and subtracted: the simulators (``run_rung``), the SimLab's clock advancing to the next
-  completion (``run_until_any_complete``), the surrogate fit (``fit_surrogate_state``), the arms' ``propose``
-  (GP posterior and log-EI over the whole pool) and the fused beliefs of the screen node (``lab_beliefs``). What is
-  left is the orchestration: ledger reads and writes, projections, rubric scoring, escalation bookkeeping, the
-  SimLab's submit/status/result calls and the checkpoints.
+  completion (``run_until_any_complete``), the surrogate fit (``campaign_surrogate_state``; choosing its ladder
+  prior stays in the overhead), the arms' ``propose`` (GP posterior and log-EI over the whole pool) and the fused
+  beliefs of the screen node (``lab_beliefs``). What is left is the orchestration: ledger reads and writes,
+  projections, rubric scoring, escalation bookkeeping, the SimLab's submit/status/result calls and the checkpoints.
 - **Ledger writes** on a SQLite file (WAL): events per second through ``append_many`` in batches and through
   single ``append`` calls (one transaction each). Each event is a ``Proposed`` or a ``Simulated`` of a FreeSolv
   molecule, so every write also updates the projections.
@@ -142,10 +142,10 @@ def run_instrumented(spec, db: Path, campaign_id: str) -> tuple[list[dict[str, A
 
     timers = _Timers()
     originals = {(screen_node, "run_rung"): screen_node.run_rung, (screen_node, "lab_beliefs"): screen_node.lab_beliefs,
-                 (learn_node, "fit_surrogate_state"): learn_node.fit_surrogate_state}
+                 (learn_node, "campaign_surrogate_state"): learn_node.campaign_surrogate_state}
     screen_node.run_rung = timers.wrap("simulators", screen_node.run_rung)
     screen_node.lab_beliefs = timers.wrap("beliefs", screen_node.lab_beliefs)
-    learn_node.fit_surrogate_state = timers.wrap("surrogate_fit", learn_node.fit_surrogate_state)
+    learn_node.campaign_surrogate_state = timers.wrap("surrogate_fit", learn_node.campaign_surrogate_state)
     steps: list[dict[str, Any]] = []
     start = time.perf_counter()
     try:
@@ -260,12 +260,14 @@ def _started(campaign_id: str):
     return CampaignStarted(name=campaign_id, seed=0, spec=spec)
 
 
-def measure_ledger(work: Path, n_events: int, batch_size: int, n_single: int) -> dict[str, Any]:
-    from orchestrator.ledger import Ledger, verify
+def measure_ledger(work: Path, n_events: int, batch_size: int, n_single: int, *, db: str | None = None) -> dict[str, Any]:
+    """Events per second written on a fresh ledger: ``work/writes.db`` (SQLite), or ``db`` (an empty database's URL)."""
+    from orchestrator.ledger import Ledger, safe_url, verify
 
     common.console.print(f"ledger: {n_events} events in batches of {batch_size}, {n_single} single appends …")
-    ledger = Ledger.open(work / "writes.db")
-    results: dict[str, Any] = {"n_events_batched": n_events, "batch_size": batch_size, "n_single": n_single}
+    ledger = Ledger.open(db or work / "writes.db")
+    results: dict[str, Any] = {"db": safe_url(db or work / "writes.db"), "n_events_batched": n_events,
+                               "batch_size": batch_size, "n_single": n_single}
     batched = _write_items(n_events, 0)
     ledger.append("batched", _started("batched"), key="started")
     with common.Stopwatch.run() as watch:
@@ -289,7 +291,8 @@ def measure_ledger(work: Path, n_events: int, batch_size: int, n_single: int) ->
     results["verify"] = {"n_events": report.n_events, "wall_s": watch.wall_s, "cpu_s": watch.cpu_s,
                          "events_per_s": report.n_events / watch.wall_s}
     ledger.close()
-    results["db_bytes"] = sum(p.stat().st_size for p in work.glob("writes.db*"))
+    if db is None:
+        results["db_bytes"] = sum(p.stat().st_size for p in work.glob("writes.db*"))
     return results
 
 
