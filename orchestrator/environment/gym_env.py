@@ -86,7 +86,7 @@ class CampaignGymEnv(gym.Env):
         if seed is None:
             seed = int(self.np_random.integers(2**31 - 1))
         self._obs = self.core.reset(seed=seed, **{**self.task, **(options or {})})
-        return self._arrays(self._obs), {"campaign_id": self._obs.campaign_id, "text": self._obs.render()}
+        return self._arrays(self._obs), {}  # the campaign id (random per episode) is in ``core.state``
 
     def step(self, action):
         k = int(action)
@@ -96,7 +96,7 @@ class CampaignGymEnv(gym.Env):
                                  "hypothesis": f"offer slot {k}, chosen by a code policy"})
         self._obs = result.observation
         return (self._arrays(self._obs), float(result.reward), bool(result.terminated), bool(result.truncated),
-                {**result.info, "error": self._obs.error})
+                {**{k: v for k, v in result.info.items() if k != "campaign_id"}, "error": self._obs.error})
 
     def render(self):
         return self._obs.render() if self._obs is not None else ""
