@@ -27,6 +27,7 @@ __all__ = [
     "CampaignStopped",
     "ConflictSettled",
     "Dispatched",
+    "EnvironmentStep",
     "Event",
     "EventPayload",
     "FailureHandled",
@@ -397,6 +398,21 @@ class LLMCall(EventPayload):
     n_completion_tokens: int | None = None
     latency_s: float | None = Field(default=None, description="wall-clock seconds of the call")
     error: str | None = Field(default=None, description="why the call failed, credentials scrubbed")
+
+
+class EnvironmentStep(EventPayload):
+    """One step of an environment episode (``orchestrator.environment``): the action as given, whether it was valid,
+    and the reward paid. With the campaign's own events it makes an episode replayable and exportable."""
+
+    type: ClassVar[str] = "EnvironmentStep"
+    step: int = Field(ge=0, description="0-based step of the episode")
+    iteration: int = Field(ge=0, description="the campaign iteration the step acted in")
+    action: dict[str, Any] = Field(description="the action as parsed (or, when it did not parse, as given)")
+    is_valid: bool
+    error: str | None = Field(default=None, description="why the action was refused")
+    reward: float
+    potential: float = Field(description="the episode's potential Φ after the step (see rewards.process.shaped_reward)")
+    is_terminal: bool = False
 
 
 class LabBudgetChanged(EventPayload):

@@ -18,6 +18,12 @@ term), so it stays in [−1, 1] however long the ladder. Its reward is ``R = α�
 anchor ``A``: the outcome-scope criteria once the lab has answered, else the calibrated expectation ``2Φ − 1``.
 ``α`` (``outcome_weight``) must be above 0: the anchor always stays in the mix.
 
+The mean rewards a trajectory for its share of good steps, so padding it with steps that score well can raise it.
+A rubric with ``[rubric.reward] process = "potential"`` (the environment's, ``rewards/rubrics/environment.toml``)
+uses ``potential_process`` instead: the telescoped progress ``Φ(end) − Φ(start)`` mixed with the *worst* step's
+rubric score, neither of which an added step can raise. ``shaped_reward`` is the same shaping for a whole episode
+(``γΦ(s') − Φ(s)``), which ``orchestrator.environment`` pays per step.
+
 Example:
     >>> v = RungValidity(rung="gaff", n_pairs=8, spearman=0.9, auroc=0.95, intercept=0.0, slope=1.0,
     ...                  residual_sd=0.5)
@@ -48,7 +54,9 @@ __all__ = [
     "auroc",
     "base_rate",
     "potential",
+    "potential_process",
     "score_trajectory",
+    "shaped_reward",
     "success_probability",
 ]
 
@@ -227,11 +235,14 @@ def score_trajectory(
         scored.append(StepReward(stage=context.stage, subject=context.subject, scores=tuple(scores), rubric=value,
                                  is_vetoed=is_vetoed, potential_before=before, potential_after=after, reward=reward))
         before = after
-    terms = [s.reward for s in scored]
     trajectory_term = rubric.aggregate(list(trajectory_scores.values()))
-    if trajectory_term is not None:
-        terms.append(trajectory_term)
-    process = sum(terms) / len(terms) if terms else 0.0
+    if rubric.reward.process == "potential":
+        process = potential_process(scored, trajectory_term, start_potential=start_potential, progress_weight=mu)
+    else:
+        terms = [s.reward for s in scored]
+        if trajectory_term is not None:
+            terms.append(trajectory_term)
+        process = sum(terms) / len(terms) if terms else 0.0
     anchor = rubric.aggregate(outcome_scores) if outcome_scores else None
     if anchor is None:
         anchor = 2.0 * before - 1.0  # the calibrated expectation of the lab's verdict
@@ -242,3 +253,45 @@ def score_trajectory(
         trajectory_scores=tuple(trajectory_scores.values()), outcome_scores=tuple(outcome_scores),
         components=components, weights=weights, reward=_clip(alpha * anchor + (1.0 - alpha) * process),
     )
+
+
+def potential_process(steps: Sequence[StepReward], trajectory_term: float | None, *, start_potential: float,
+                      progress_weight: float) -> float:
+    """The process term in its potential-based form: ``(1 − μ)·min(rubric) + μ·(Φ(end) − Φ(start))``, in [-1, 1].
+
+    ``min(rubric)`` is the lowest step-scope rubric score (and the trajectory-scope term), −1 for a vetoed step;
+    steps without a rubric score add nothing. Progress telescopes (the sum of every step's ``Φ(after) − Φ(before)``
+    is ``Φ(end) − Φ(start)``), and a minimum cannot be raised by adding terms, so padding a trajectory with extra
+    steps, however well they score, never raises it.
+
+    Example:
+        >>> step = StepReward(stage="proposal", subject="x", rubric=0.5, potential_before=0.5, potential_after=0.5,
+        ...                   reward=0.25)
+        >>> good = StepReward(stage="outcome", subject="x", rubric=None, potential_before=0.5, potential_after=1.0,
+        ...                   reward=0.5)
+        >>> potential_process([step, good], None, start_potential=0.5, progress_weight=0.5)
+        0.5
+        >>> padded = [step] + [step.model_copy(update={"rubric": 1.0})] * 5 + [good]
+        >>> potential_process(padded, None, start_potential=0.5, progress_weight=0.5)
+        0.5
+    """
+    rubric_terms = [-1.0 if s.is_vetoed else s.rubric for s in steps if s.is_vetoed or s.rubric is not None]
+    if trajectory_term is not None:
+        rubric_terms.append(trajectory_term)
+    end = steps[-1].potential_after if steps else start_potential
+    progress = end - start_potential
+    if not rubric_terms:
+        return _clip(progress)
+    return _clip((1.0 - progress_weight) * min(rubric_terms) + progress_weight * progress)
+
+
+def shaped_reward(potential_before: float, potential_after: float, gamma: float = 1.0) -> float:
+    """Potential-based shaping ``γ·Φ(s') − Φ(s)`` (Ng, Harada & Russell 1999). With ``γ = 1`` the rewards of an
+    episode sum to ``Φ(end) − Φ(start)``, so a step that leaves the potential alone earns exactly 0.
+
+    Example:
+        >>> phis = [0.0, 0.2, 0.2, 0.2, 0.7]
+        >>> round(sum(shaped_reward(a, b) for a, b in zip(phis, phis[1:])), 12)
+        0.7
+    """
+    return gamma * potential_after - potential_before

@@ -150,6 +150,11 @@ class RewardMix(_Frozen):
 
     outcome_weight: float = Field(default=0.5, gt=0.0, le=1.0, description="share of the outcome anchor, (0, 1]")
     progress_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="share of progress in a step, [0, 1]")
+    process: Literal["mean", "potential"] = Field(
+        default="mean",
+        exclude_if=lambda form: form == "mean",  # left out at its default, so hashes recorded before it stay valid
+        description="how step rewards make the process term: 'mean' of the step rewards, or 'potential': the telescoped "
+                    "progress Φ(end) − Φ(start) plus the worst step's rubric score, which extra steps cannot raise")
 
 
 class Rubric(_Frozen):

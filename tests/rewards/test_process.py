@@ -144,3 +144,47 @@ def test_rewards_stay_in_range_whatever_the_potentials(start, potentials, is_suc
     r = score_trajectory(rubric, "t", "bo", "x", steps, start_potential=start, status="final")
     assert -1.0 <= r.reward <= 1.0 and all(-1.0 <= s.reward <= 1.0 for s in r.steps)
     assert math.isclose(r.components["progress"], float(is_success) - start, abs_tol=1e-12)
+
+
+# ------------------------------------------------------------------------------------- the potential-based form
+def _trajectory(padding: list) -> list:
+    """A proposal with a weak rationale (its rubric score is below 1), then ``padding``, then screen and outcome."""
+    weak = ctx(rationale="")
+    return ([(weak, 0.3)] + padding + [(ctx("screen", screen_statuses={"r": "ok"}), 0.8),
+                                      (ctx("dispatch", lab_budget=8), 0.8),
+                                      (ctx("outcome", lab_value=-12.0, utility=0.0, is_lab_success=True), 1.0)])
+
+
+def test_padding_with_well_scored_steps_raises_the_mean_form_but_not_the_potential_form():
+    """The mean of step rewards can be farmed with extra good steps; the telescoped form cannot (issue 19)."""
+    mean_form, potential_form = load_rubric("default"), load_rubric("environment")
+    assert potential_form.reward.process == "potential" and mean_form.reward.process == "mean"
+    padding = [(ctx(), 0.3)] * 6  # six more proposal steps that pass every check and move nothing
+    for rubric, farmable in ((mean_form, True), (potential_form, False)):
+        plain = score_trajectory(rubric, "t", "bo", "x", _trajectory([]), start_potential=0.3, status="final")
+        padded = score_trajectory(rubric, "t", "bo", "x", _trajectory(padding), start_potential=0.3, status="final")
+        if farmable:
+            assert padded.reward > plain.reward
+        else:
+            assert padded.reward <= plain.reward
+            assert padded.components["process"] == pytest.approx(plain.components["process"])
+
+
+def test_the_potential_form_is_the_worst_step_and_the_telescoped_progress():
+    rubric = load_rubric("environment")
+    r = score_trajectory(rubric, "t", "bo", "x", _trajectory([]), start_potential=0.3, status="final")
+    worst = min(s.rubric for s in r.steps if s.rubric is not None)
+    assert r.components["process"] == pytest.approx(0.5 * worst + 0.5 * (1.0 - 0.3))
+    vetoed = score_trajectory(rubric, "t", "bo", None, [(ctx(is_valid=False, reason="unclosed ring"), 0.0)],
+                              start_potential=0.4, status="final")
+    assert vetoed.components["process"] == pytest.approx(0.5 * -1.0 + 0.5 * (0.0 - 0.4))
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=20), st.integers(0, 10))
+def test_shaped_rewards_telescope_and_repeated_states_earn_nothing(potentials, n_repeats):
+    from rewards.process import shaped_reward
+
+    padded = potentials[:1] * n_repeats + potentials  # no-op steps: the potential does not move
+    for phis in (potentials, padded):
+        total = sum(shaped_reward(a, b) for a, b in zip(phis, phis[1:]))
+        assert total == pytest.approx(phis[-1] - phis[0], abs=1e-9)

@@ -1,0 +1,76 @@
+"""What a policy may do in one environment step: propose candidates, or call a tool.
+
+- ``ProposeAction``: candidates from the offer (labels ``o03`` or pool ids) for the lab slots, with a hypothesis.
+- ``RunRungAction``: run one rung of the campaign's ladder on one candidate (recorded as ``Simulated``).
+- ``QuerySurrogateAction``: the surrogate's mean and sd for candidates.
+
+Actions arrive as these models, as dicts or as JSON text (a language model's reply); ``parse_action`` turns each
+into a model or raises ``InvalidAction`` saying what is wrong and how to fix it.
+
+Example:
+    >>> parse_action('{"type": "propose", "candidate_ids": ["o01"], "hypothesis": "the bulky ligand"}').candidate_ids
+    ['o01']
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from ..domain import ClosedLoopError
+
+__all__ = ["Action", "InvalidAction", "ProposeAction", "QuerySurrogateAction", "RunRungAction", "parse_action"]
+
+
+class InvalidAction(ClosedLoopError):
+    """The action cannot be carried out; the message says why and what to send instead."""
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    schema_version: int = 1
+
+
+class ProposeAction(_Action):
+    type: Literal["propose"] = "propose"
+    candidate_ids: list[str] = Field(min_length=1, description="offer labels (o00, o01, …) or pool ids")
+    hypothesis: str = Field(default="", max_length=2000)
+    rationale: str = Field(default="", max_length=2000)
+    expected: float | None = Field(default=None, description="expected lab value, objective unit")
+
+
+class RunRungAction(_Action):
+    type: Literal["run_rung"] = "run_rung"
+    rung: str
+    candidate_id: str = Field(description="an offer label or a pool id")
+
+
+class QuerySurrogateAction(_Action):
+    type: Literal["query_surrogate"] = "query_surrogate"
+    candidate_ids: list[str] = Field(min_length=1, max_length=64, description="offer labels or pool ids")
+
+
+Action = Annotated[ProposeAction | RunRungAction | QuerySurrogateAction, Field(discriminator="type")]
+_ADAPTER: TypeAdapter = TypeAdapter(Action)
+_EXAMPLE = '{"type": "propose", "candidate_ids": ["o00"], "hypothesis": "..."}'
+
+
+def parse_action(raw: Any) -> ProposeAction | RunRungAction | QuerySurrogateAction:
+    """An action model from a model, a dict or JSON text; ``InvalidAction`` otherwise."""
+    if isinstance(raw, ProposeAction | RunRungAction | QuerySurrogateAction):
+        return raw
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InvalidAction(f"the action is not JSON ({exc.msg} at character {exc.pos}); send e.g. {_EXAMPLE}") from None
+    if not isinstance(raw, dict):
+        raise InvalidAction(f"an action is a JSON object, not {type(raw).__name__}; send e.g. {_EXAMPLE}")
+    try:
+        return _ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'action'}: {e['msg']}" for e in exc.errors())
+        raise InvalidAction(f"invalid action ({problems}); the types are 'propose', 'run_rung' and "
+                            f"'query_surrogate', e.g. {_EXAMPLE}") from None

@@ -1,0 +1,49 @@
+"""The environment's planner arm: the plan node asks it for proposals, and it hands the question to the policy.
+
+``EnvironmentPlanner.propose`` keeps the live ``PlanningContext`` (for the observation) and calls LangGraph's
+``interrupt()``: the campaign's graph pauses inside the plan node, the environment returns an observation, and the
+policy's next proposal resumes the graph with ``Command(resume=answer)``. The plan node then re-runs, ``interrupt()``
+returns the answer, and everything after it (validate, screen, approve, dispatch, observe, reward, learn, decide) is
+the campaign's own code. See orchestrator/DECISIONS.md ("Campaigns as environments").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import interrupt
+
+from ..domain import Proposal
+from ..planners import register_planner
+from ..planners.base import PlanningContext
+
+__all__ = ["ARM", "EnvironmentPlanner"]
+
+ARM = "env"
+"""The arm name an environment's policy plays as, in the ledger and the rewards."""
+
+
+class EnvironmentPlanner:
+    """Proposes whatever the policy answers; the environment reads ``context`` and ``n`` while the graph waits."""
+
+    name = ARM
+    uses_surrogate = True  # the learn node fits the campaign's GP, whose mean and sd the observation shows
+    uses_ladder = False  # the policy runs rungs itself (``RunRungAction``); the screen does not climb for it
+
+    def __init__(self) -> None:
+        self.context: PlanningContext | None = None
+        self.n = 0
+
+    def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
+        self.context, self.n = context, n
+        answer: dict[str, Any] = interrupt({"kind": "plan", "iteration": context.iteration, "n": n})
+        return [Proposal(candidate=context.pool.get(cid), arm=ARM, hypothesis=answer.get("hypothesis", ""),
+                         rationale=answer.get("rationale", ""), expected=answer.get("expected"))
+                for cid in answer["candidate_ids"]]
+
+
+def _factory(spec) -> EnvironmentPlanner:
+    return EnvironmentPlanner()
+
+
+register_planner(ARM, _factory)

@@ -1,0 +1,376 @@
+"""``CampaignEnvironment``: a campaign spec as an environment, ``reset`` / ``step`` / ``state``.
+
+Each episode is a real campaign (``Campaign.start``: pool, rungs, SimLab, rubric, surrogate, ledger) whose main
+arm is the policy (``arm.EnvironmentPlanner``) and which has no control arm. The graph runs until the plan node
+asks the policy; a proposal resumes it through validate → screen → approve → dispatch → observe → reward → learn →
+decide, on simulated lab time, until the plan node asks again or the campaign stops. Tool calls (run a rung, query
+the surrogate) are answered while the graph waits. Every step is recorded as ``EnvironmentStep`` in the ledger
+beside the campaign's own events, so an episode replays and exports like any campaign.
+
+Rewards (``rewards.process.shaped_reward``): the episode's potential Φ is the sum of its trajectories' current
+rewards under the environment rubric (potential-based process term) divided by the lab budget; a step earns
+``Φ(after) − Φ(before)``, an invalid action also loses ``invalid_penalty``, and the last step adds the terminal
+outcome (``success.SuccessBar.outcome_reward``). Steps that change nothing earn 0, so they cannot be farmed.
+
+Example:
+    >>> from orchestrator.spec import CampaignSpec
+    >>> spec = CampaignSpec.model_validate({
+    ...     "campaign": {"name": "demo", "kind": "molecule"}, "objective": {"direction": "maximize"},
+    ...     "space": {"inline": ["C", "CC", "CCC", "CCCC"]},
+    ...     "lab": {"oracle": {"C": 1, "CC": 2, "CCC": 3, "CCCC": 4}}, "budget": {"lab_experiments": 2},
+    ...     "stop": {"threshold": 4.0}})
+    >>> env = CampaignEnvironment(spec, n_offer=4)
+    >>> obs = env.reset(seed=0, batch_size=1)
+    >>> result = env.step({"type": "propose", "candidate_ids": [obs.offer[0].label], "hypothesis": "small"})
+    >>> result.observation.budget.lab_experiments_left
+    1
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..domain import SetupError
+from ..events import EnvironmentStep, Observed, RewardEstimated, RewardFinalised, Simulated
+from ..pool import describe
+from ..seeding import derive_rng
+from ..spec import CampaignSpec, load_spec, validate_spec
+from .actions import InvalidAction, ProposeAction, QuerySurrogateAction, RunRungAction, parse_action
+from .arm import ARM, EnvironmentPlanner
+from .observation import Budget, EnvironmentObservation, LabResult, ObjectiveView, OfferedCandidate, RungResult
+from .success import SuccessBar, fix_success_bar
+
+__all__ = ["CampaignEnvironment", "EnvironmentState", "StepResult"]
+
+_TASK_KEYS = {"lab_budget", "batch_size", "success_bar", "success_quantile", "rubric", "on_target", "campaign_id"}
+
+
+@dataclass(frozen=True)
+class StepResult:
+    observation: EnvironmentObservation
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EnvironmentState:
+    """Where an episode stands: its campaign in the ledger, its step, potential and return so far."""
+
+    campaign_id: str | None
+    step: int
+    iteration: int
+    potential: float
+    episode_return: float
+    is_done: bool
+    success_bar: SuccessBar | None
+
+
+class CampaignEnvironment:
+    """A campaign spec as an environment.
+
+    Args:
+        spec: a ``CampaignSpec`` or the path of a campaign TOML.
+        db: the ledger episodes are recorded in (``":memory:"`` by default; a path keeps them for export).
+        n_offer: candidates on offer per planning step (a seeded sample of the untested pool).
+        invalid_penalty: what a refused action costs, on top of its (zero) shaping.
+        max_steps: steps before an episode is truncated (default: four per lab experiment, plus 16).
+    """
+
+    def __init__(self, spec: CampaignSpec | str | Path, *, db: Any = ":memory:", n_offer: int = 16,
+                 invalid_penalty: float = 0.1, max_steps: int | None = None):
+        from ..ledger import Ledger
+
+        self.base_spec = spec if isinstance(spec, CampaignSpec) else load_spec(spec)
+        self.ledger = db if isinstance(db, Ledger) else Ledger.open(db)
+        self._owns_ledger = not isinstance(db, Ledger)
+        if n_offer < 1:
+            raise SetupError(f"{n_offer=} must be at least 1")
+        self.n_offer, self.invalid_penalty, self._max_steps = n_offer, float(invalid_penalty), max_steps
+        self.campaign = None
+        self.bar: SuccessBar | None = None
+        self._step = 0
+        self._potential = 0.0
+        self._return = 0.0
+        self._offer: list[OfferedCandidate] = []
+        self._last: EnvironmentObservation | None = None
+        self.spec: CampaignSpec | None = None
+
+    # ------------------------------------------------------------------------------------------------ episodes
+    def episode_spec(self, seed: int | None, task: dict[str, Any]) -> tuple[CampaignSpec, SuccessBar]:
+        """The spec an episode runs (the policy as the only arm, the environment rubric, the fixed bar)."""
+        from ..pool import load_pool
+
+        unknown = set(task) - _TASK_KEYS
+        if unknown:
+            raise SetupError(f"unknown task options {sorted(unknown)}; use {sorted(_TASK_KEYS)}")
+        base = self.base_spec
+        bar = fix_success_bar(base, load_pool(base), success_bar=task.get("success_bar"),
+                              success_quantile=task.get("success_quantile"))
+        data = base.model_dump()
+        if seed is not None:
+            data["campaign"]["seed"] = int(seed)
+        if task.get("lab_budget") is not None:
+            data["budget"]["lab_experiments"] = int(task["lab_budget"])
+        if task.get("batch_size") is not None:
+            data["planner"]["batch_size"] = int(task["batch_size"])
+        data["planner"].update(main=ARM, control=None, control_share=0.0)
+        data["approval"] = {"policy": "auto", "max_auto_jobs": 1000}
+        data["rewards"]["rubric"] = task.get("rubric", "environment")
+        data["stop"]["on_target"] = bool(task.get("on_target", True))
+        if bar.threshold is not None and base.objective.direction != "target":
+            data["stop"]["threshold"] = bar.threshold
+        if data["lab"]["failure_policy"] == "ask":
+            data["lab"]["failure_policy"] = "skip"  # nobody answers a question in an episode
+        return validate_spec(data, source="environment task"), bar
+
+    def reset(self, seed: int | None = None, **task: Any) -> EnvironmentObservation:
+        """Start an episode: a new campaign in the ledger, run until the policy is asked to plan.
+
+        ``task`` may set ``lab_budget``, ``batch_size``, ``success_bar``, ``success_quantile``, ``rubric``,
+        ``on_target`` and ``campaign_id``.
+        """
+        from ..campaign import Campaign
+
+        self._close_campaign()
+        self.spec, self.bar = self.episode_spec(seed, task)
+        campaign_id = task.get("campaign_id") or f"env-{self.spec.campaign.name}-{uuid.uuid4().hex[:8]}"
+        self.campaign = Campaign.start(self.spec, db=self.ledger, campaign_id=campaign_id)
+        self._step, self._potential, self._return = 0, 0.0, 0.0
+        self.campaign.run()
+        self._potential = self._episode_potential()
+        self._last = self._observe()
+        return self._last
+
+    def step(self, action: Any) -> StepResult:
+        """Carry out one action; a refused one returns the same situation with ``error`` set and a penalty."""
+        if self.campaign is None:
+            raise SetupError("call reset() before step()")
+        if self._last is not None and self._last.is_done:
+            raise SetupError("the episode has ended; call reset() to start another")
+        error, tool_result, parsed = None, None, None
+        try:
+            parsed = parse_action(action)
+            if isinstance(parsed, ProposeAction):
+                self._propose(parsed)
+            elif isinstance(parsed, RunRungAction):
+                tool_result = self._run_rung(parsed)
+            else:
+                tool_result = self._query_surrogate(parsed)
+        except InvalidAction as exc:
+            error = str(exc)
+        before = self._potential
+        self._potential = self._episode_potential()
+        from rewards.process import shaped_reward
+
+        reward = shaped_reward(before, self._potential) - (self.invalid_penalty if error else 0.0)
+        observation = self._observe(tool_result=tool_result, error=error)
+        terminated = observation.is_done
+        truncated = not terminated and self._step + 1 >= self.max_steps
+        info: dict[str, Any] = {"campaign_id": self.campaign.campaign_id, "is_valid": error is None,
+                                "potential": self._potential}
+        if terminated:
+            outcome = self._outcome_reward()
+            reward += outcome
+            info["outcome_reward"] = outcome
+        self._record(parsed, action, error, reward, terminated or truncated)
+        self._step += 1
+        self._return += reward
+        self._last = observation.model_copy(update={"step": self._step})
+        info["episode_return"] = self._return
+        return StepResult(self._last, float(reward), terminated, truncated, info)
+
+    @property
+    def state(self) -> EnvironmentState:
+        ctx = self.campaign.ctx if self.campaign else None
+        return EnvironmentState(
+            campaign_id=self.campaign.campaign_id if self.campaign else None, step=self._step,
+            iteration=self._iteration() if ctx else 0, potential=self._potential, episode_return=self._return,
+            is_done=bool(self._last and self._last.is_done), success_bar=self.bar)
+
+    @property
+    def max_steps(self) -> int:
+        if self._max_steps is not None:
+            return self._max_steps
+        return 4 * (self.spec.budget.lab_experiments if self.spec else 1) + 16
+
+    @property
+    def observation(self) -> EnvironmentObservation | None:
+        return self._last
+
+    # ------------------------------------------------------------------------------------------------ actions
+    @property
+    def _arm(self) -> EnvironmentPlanner:
+        return self.campaign.ctx.planners[ARM]
+
+    def _resolve(self, ref: str, *, offer_only: bool) -> str:
+        """A pool id from an offer label or a pool id; ``InvalidAction`` naming the fix."""
+        by_label = {c.label: c.candidate_id for c in self._offer}
+        if ref in by_label:
+            return by_label[ref]
+        if ref in {c.candidate_id for c in self._offer}:
+            return ref
+        if not offer_only and ref in self.campaign.ctx.pool.index:
+            return ref
+        labels = f"{self._offer[0].label}..{self._offer[-1].label}" if self._offer else "none: nothing is on offer"
+        where = "on offer" if offer_only else "on offer or in the pool"
+        raise InvalidAction(f"{ref!r} is not {where}; name an offer label ({labels}) or the pool id of one")
+
+    def _propose(self, action: ProposeAction) -> None:
+        n = self._arm.n if self.campaign.pending_interrupt is not None else 0
+        if n == 0:
+            raise InvalidAction("no lab slot is open now; wait is not an action: the episode only asks when one is")
+        ids = [self._resolve(ref, offer_only=True) for ref in action.candidate_ids]
+        if len(set(ids)) != len(ids):
+            raise InvalidAction(f"the proposal names a candidate twice ({action.candidate_ids}); name each once")
+        if len(ids) > n:
+            raise InvalidAction(f"{len(ids)} candidates proposed for {n} open lab slot(s); propose at most {n}")
+        answer = {"candidate_ids": ids, "hypothesis": action.hypothesis, "rationale": action.rationale,
+                  "expected": action.expected}
+        self.campaign.run(approval=answer)
+
+    def _run_rung(self, action: RunRungAction) -> dict[str, Any]:
+        from ..screening import run_rung
+
+        ctx = self.campaign.ctx
+        rungs = {r.name: r for r in ctx.rungs}
+        if action.rung not in rungs:
+            raise InvalidAction(f"rung {action.rung!r} is not on this campaign's ladder; use one of {sorted(rungs)}"
+                                if rungs else "this campaign has no rungs to run; propose or query the surrogate")
+        cid = self._resolve(action.candidate_id, offer_only=False)
+        observation = run_rung(ctx, rungs[action.rung], [ctx.pool.get(cid)])[0]
+        iteration = self._iteration()
+        ctx.ledger.append(ctx.campaign_id, Simulated(iteration=iteration, candidate_id=cid, rung=action.rung,
+                                                     observation=observation.model_dump(mode="json")),
+                          key=f"it{iteration}:env-rung:{action.rung}:{cid}", actor=f"policy:{ARM}")
+        return {"rung": action.rung, "candidate_id": cid, "status": observation.status,
+                "properties": {k: float(v) for k, v in observation.properties.items()},
+                **({"reason": observation.reason} if observation.reason else {})}
+
+    def _query_surrogate(self, action: QuerySurrogateAction) -> dict[str, Any]:
+        ids = [self._resolve(ref, offer_only=False) for ref in action.candidate_ids]
+        predictions = self._predict(ids)
+        if predictions is None:
+            return {"note": "no surrogate yet: it is fitted after two lab results", "predictions": []}
+        return {"predictions": [{"candidate_id": cid, "mean": m, "sd": s}
+                                for cid, (m, s) in zip(ids, predictions, strict=True)]}
+
+    # ------------------------------------------------------------------------------------------------ reading
+    def _iteration(self) -> int:
+        arm = self._arm
+        if arm.context is not None:
+            return arm.context.iteration
+        return 0
+
+    def _predict(self, ids: list[str]) -> list[tuple[float, float]] | None:
+        """Surrogate mean and sd (objective unit) of pool ids, from the campaign's GP; None before it exists."""
+        from ..planners.llm_tools import PlanningTools
+
+        context = self._arm.context
+        if context is None:
+            return None
+        tools = PlanningTools(context)
+        rows = [context.pool.index[cid] for cid in ids]
+        predicted = tools.predict_utilities(rows)
+        if predicted is None:
+            return None
+        mean, sd = predicted
+        objective = self.spec.objective
+        sign = -1.0 if objective.direction == "minimize" else 1.0
+        out = []
+        for m, s in zip(mean.tolist(), sd.tolist(), strict=True):
+            # a target objective's utility is −distance; shown as the distance, as the llm arm's tools do
+            out.append((float(-m if objective.direction == "target" else sign * m), float(s)))
+        return out
+
+    def _make_offer(self) -> list[OfferedCandidate]:
+        context = self._arm.context
+        if context is None or self.campaign.pending_interrupt is None:
+            return []
+        rng = derive_rng(self.spec.campaign.seed, context.iteration, "environment-offer")
+        available = np.asarray(context.available, dtype=int)
+        rows = rng.choice(available, size=min(self.n_offer, len(available)), replace=False) if len(available) else []
+        ids = [context.pool.ids[int(i)] for i in rows]
+        predictions = self._predict(ids) or [(None, None)] * len(ids)
+        width = max(2, len(str(self.n_offer - 1)))
+        return [OfferedCandidate(label=f"o{k:0{width}d}", candidate_id=cid, text=describe(context.pool.get(cid)),
+                                 mean=m, sd=s) for k, (cid, (m, s)) in enumerate(zip(ids, predictions, strict=True))]
+
+    def _observe(self, *, tool_result: dict | None = None, error: str | None = None) -> EnvironmentObservation:
+        ctx, spec = self.campaign.ctx, self.spec
+        if tool_result is None and error is None or not self._offer:
+            self._offer = self._make_offer()
+        summary = self.campaign.summary() if self.campaign.is_finished else None
+        is_done = self.campaign.is_finished
+        pool = ctx.pool
+        lab = []
+        for e in ctx.ledger.events(ctx.campaign_id, types=[Observed.type]):
+            p = e.payload
+            lab.append(LabResult(candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])),
+                                 status=p["status"], value=p["value"] if p["status"] == "ok" else None))
+        rung_results, compute_s = [], 0.0
+        for e in ctx.ledger.events(ctx.campaign_id, types=[Simulated.type]):
+            p, o = e.payload, e.payload["observation"]
+            compute_s += float(o.get("cost_s") or 0.0)
+            rung_results.append(RungResult(candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])),
+                                           rung=p["rung"], status=o["status"],
+                                           properties={k: float(v) for k, v in o.get("properties", {}).items()}))
+        jobs = ctx.ledger.lab_jobs(ctx.campaign_id)
+        objective = spec.objective
+        bar = self.bar.threshold if self.bar is not None and self.bar.is_visible else None
+        return EnvironmentObservation(
+            campaign_id=ctx.campaign_id, step=self._step, iteration=self._iteration(),
+            objective=ObjectiveView(property=objective.property, unit=objective.unit, direction=objective.direction,
+                                    target=objective.target, tolerance=objective.tolerance, success_bar=bar),
+            offer=() if is_done else tuple(self._offer),
+            n_to_propose=0 if is_done or self.campaign.pending_interrupt is None else self._arm.n,
+            rungs=tuple(r.name for r in ctx.rungs), rung_results=tuple(rung_results), lab_results=tuple(lab),
+            budget=Budget(lab_experiments=spec.budget.lab_experiments,
+                          lab_experiments_left=max(spec.budget.lab_experiments - len(jobs), 0),
+                          n_pending=sum(j.status == "dispatched" for j in jobs), compute_s_used=compute_s),
+            tool_result=tool_result, error=error, is_done=is_done,
+            stop_reason=summary.get("stop_reason") if summary else None)
+
+    def _episode_potential(self) -> float:
+        """Φ: the sum of the episode's trajectories' current rewards over the lab budget."""
+        ctx = self.campaign.ctx
+        latest: dict[str, float] = {}
+        for e in ctx.ledger.events(ctx.campaign_id, types=[RewardEstimated.type, RewardFinalised.type]):
+            if e.payload.get("arm") == ARM:
+                latest[e.payload["subject"]] = float(e.payload["reward"])
+        return sum(latest.values()) / self.spec.budget.lab_experiments
+
+    def _outcome_reward(self) -> float:
+        from ..history import lab_history
+
+        history = lab_history(self.campaign.ctx)
+        best = history.best
+        objective = self.spec.objective
+        is_success = any(objective.is_hit(r[2], self.spec.stop.threshold) for r in history.results)
+        return self.bar.outcome_reward(best[3] if best else None, is_success)
+
+    def _record(self, parsed, raw, error: str | None, reward: float, is_terminal: bool) -> None:
+        ctx = self.campaign.ctx
+        action = parsed.model_dump(mode="json") if parsed is not None else {"raw": str(raw)[:2000]}
+        ctx.ledger.append(ctx.campaign_id, EnvironmentStep(
+            step=self._step, iteration=self._iteration(), action=action, is_valid=error is None, error=error,
+            reward=float(reward), potential=self._potential, is_terminal=is_terminal),
+            key=f"env-step:{self._step}", actor=f"policy:{ARM}")
+
+    # ------------------------------------------------------------------------------------------------ closing
+    def _close_campaign(self) -> None:
+        if self.campaign is not None:
+            self.campaign.close()
+            self.campaign = None
+
+    def close(self) -> None:
+        self._close_campaign()
+        if self._owns_ledger:
+            self.ledger.close()

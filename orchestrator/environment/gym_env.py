@@ -1,0 +1,105 @@
+"""The gymnasium adapter: ``CampaignGymEnv``, a ``gymnasium.Env`` over ``CampaignEnvironment`` for code policies.
+
+- Action: ``Discrete(n_offer)``, the offer slot to send to the lab (one lab slot per step: ``batch_size = 1``). An
+  index past the end of a short offer is refused like any invalid action (penalty, same situation).
+- Observation: a ``Dict`` of float32 arrays over the offer: ``mean`` and ``sd`` (the surrogate's, objective unit,
+  0 before it exists), ``mask`` (1 where a candidate is on offer), ``features`` (the pool's feature rows), and
+  ``has_surrogate``, ``budget_left`` (share of the lab budget) and ``best`` (the best lab value so far, 0 before any).
+- ``reset(seed, options)`` passes ``options`` as the episode's task (``lab_budget``, ``success_quantile``, …);
+  ``render()`` returns the text observation (``render_mode="ansi"``).
+
+Registered with gymnasium as ``closedloop/Campaign-v0`` when ``closedloop.envs`` is imported; this module imports
+gymnasium, so ``pip install "closedloop[rl]"``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..domain import import_optional
+from .core import CampaignEnvironment
+from .observation import EnvironmentObservation
+
+gym = import_optional("gymnasium", "rl", "the gymnasium environment")
+spaces = gym.spaces
+
+__all__ = ["CampaignGymEnv"]
+
+
+class CampaignGymEnv(gym.Env):
+    """A campaign as a gymnasium environment (see the module docstring)."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, spec: Any, *, n_offer: int = 16, db: Any = ":memory:", render_mode: str | None = None,
+                 invalid_penalty: float = 0.1, max_steps: int | None = None, **task: Any):
+        self.core = CampaignEnvironment(spec if not isinstance(spec, str) else Path(spec), db=db, n_offer=n_offer,
+                                        invalid_penalty=invalid_penalty, max_steps=max_steps)
+        self.task = {"batch_size": 1, **task}
+        self.render_mode = render_mode
+        from ..pool import load_pool
+
+        self._pool = load_pool(self.core.base_spec)
+        n_features = int(np.asarray(self._pool.features).shape[1])
+        box = lambda *shape: spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)  # noqa: E731
+        self.observation_space = spaces.Dict({
+            "mean": box(n_offer), "sd": spaces.Box(0.0, np.inf, shape=(n_offer,), dtype=np.float32),
+            "mask": spaces.Box(0.0, 1.0, shape=(n_offer,), dtype=np.float32),
+            "features": box(n_offer, n_features),
+            "has_surrogate": spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32),
+            "budget_left": spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32),
+            "best": box(1),
+        })
+        self.action_space = spaces.Discrete(n_offer)
+        self._obs: EnvironmentObservation | None = None
+
+    def _arrays(self, obs: EnvironmentObservation) -> dict[str, np.ndarray]:
+        n = self.action_space.n
+        mean, sd, mask = (np.zeros(n, dtype=np.float32) for _ in range(3))
+        features = np.zeros(self.observation_space["features"].shape, dtype=np.float32)
+        pool = self.core.campaign.ctx.pool
+        for k, c in enumerate(obs.offer[:n]):
+            mask[k] = 1.0
+            mean[k] = c.mean if c.mean is not None else 0.0
+            sd[k] = c.sd if c.sd is not None else 0.0
+            features[k] = np.asarray(pool.features[pool.index[c.candidate_id]], dtype=np.float32)
+        values = [r.value for r in obs.lab_results if r.value is not None]
+        best = 0.0
+        if values:
+            best = max(values) if obs.objective.direction == "maximize" else (
+                min(values) if obs.objective.direction == "minimize" else min(abs(v - obs.objective.target) for v in values))
+        b = obs.budget
+        return {"mean": mean, "sd": sd, "mask": mask, "features": features,
+                "has_surrogate": np.asarray([float(any(c.mean is not None for c in obs.offer))], dtype=np.float32),
+                "budget_left": np.asarray([b.lab_experiments_left / b.lab_experiments], dtype=np.float32),
+                "best": np.asarray([best], dtype=np.float32)}
+
+    def action_masks(self) -> np.ndarray:
+        """Which actions name a candidate on offer now (int8, for masked sampling)."""
+        return self._arrays(self._obs)["mask"].astype(np.int8)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        if seed is None:
+            seed = int(self.np_random.integers(2**31 - 1))
+        self._obs = self.core.reset(seed=seed, **{**self.task, **(options or {})})
+        return self._arrays(self._obs), {}  # the campaign id (random per episode) is in ``core.state``
+
+    def step(self, action):
+        k = int(action)
+        offer = self._obs.offer
+        label = offer[k].label if 0 <= k < len(offer) else f"o{k:02d}"
+        result = self.core.step({"type": "propose", "candidate_ids": [label],
+                                 "hypothesis": f"offer slot {k}, chosen by a code policy"})
+        self._obs = result.observation
+        return (self._arrays(self._obs), float(result.reward), bool(result.terminated), bool(result.truncated),
+                {**{k: v for k, v in result.info.items() if k != "campaign_id"}, "error": self._obs.error})
+
+    def render(self):
+        return self._obs.render() if self._obs is not None else ""
+
+    def close(self):
+        self.core.close()
