@@ -25,6 +25,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from .context import CampaignContext, build_context
 from .domain import SetupError, import_optional, redact
 from .events import CampaignStarted
 from .graph import build_graph
+from .importing import HistoryFile, ImportedHistory, history_events
 from .lease import CampaignLease
 from .ledger import Ledger, check_sqlite_file
 from .pool import load_pool
@@ -131,15 +133,21 @@ class Campaign:
             raise
         self.graph = build_graph(self.ctx, self._checkpointer)
         self.config = {"configurable": {"thread_id": campaign_id}, "recursion_limit": _RECURSION_LIMIT}
+        self.imported: ImportedHistory | None = None
+        """What ``start(history=...)`` imported; None when it imported nothing."""
 
     # ------------------------------------------------------------------------------------------- construction
     @classmethod
     def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None,
-              lease: CampaignLease | None = None) -> Campaign:
+              lease: CampaignLease | None = None, history: HistoryFile | None = None) -> Campaign:
         """Record ``CampaignStarted`` and return a campaign ready to ``run``.
 
         The campaign takes its lease (``orchestrator.lease``) unless the caller passes one it holds, and releases it
         on ``close``; a campaign another process is running is refused with ``CampaignBusy``.
+
+        ``history`` imports past lab results (``orchestrator.importing``) in the same transaction as
+        ``CampaignStarted``: a history that is refused, or an import that fails for any reason, leaves no campaign in
+        the ledger. What was imported is ``campaign.imported``.
 
         The recorded spec has the credentials of its URLs (lab, model endpoint) redacted; this campaign keeps the
         real ones for its connections.
@@ -159,10 +167,20 @@ class Campaign:
         except BaseException:
             _give_up(ledger if owns else None, taken)
             raise
-        ledger.append(campaign_id, CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
+        try:
+            items: list[tuple] = [(CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
                                                    spec=redact(spec.model_dump(mode="json")),
-                                                   pool_rows_skipped=list(campaign.ctx.pool.skipped_rows)),
-                      key="started")
+                                                   pool_rows_skipped=list(campaign.ctx.pool.skipped_rows)), "started")]
+            if history is not None:
+                imports, campaign.imported = history_events(
+                    campaign_id, spec, campaign.ctx.pool, history.path, value_column=history.value_column,
+                    candidate_column=history.candidate_column)
+                now = datetime.now(UTC)
+                items += [(payload, key, "importer", now) for payload, key in imports]
+            ledger.append_many(campaign_id, items)  # one transaction: the campaign exists with its history or not at all
+        except BaseException:
+            campaign.close()  # releases the lease, the checkpointer and a ledger it opened
+            raise
         return campaign
 
     @classmethod

@@ -102,21 +102,20 @@ def run(
                 _fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
             parsed = load_spec(spec).with_overrides(seed=seed, lab_budget=lab_budget, lab_url=lab_url,
                                                     planner=planner, model=model, control_share=control_share)
+            past = None
             if history is not None:
-                from .importing import read_history
+                from .importing import HistoryFile, read_history
                 from .pool import load_pool
 
-                # check the whole file before anything is written: a bad row refuses the import and the campaign
+                # check the whole file before the ledger is even opened: a bad row refuses the import and the campaign
                 read_history(parsed, load_pool(parsed).copy(), history, value_column=value_column,
                              candidate_column=candidate_column)
-            campaign = Campaign.start(parsed, db=db, campaign_id=campaign_id)
-            if history is not None:
-                from .importing import import_history
-
-                imported = import_history(campaign.ledger, campaign.campaign_id, parsed, campaign.ctx.pool, history,
-                                          value_column=value_column, candidate_column=candidate_column)
-                if not as_json:
-                    out.print(f"imported {imported.n_appended} past result(s) from {history} ({imported.source})")
+                past = HistoryFile(history, value_column=value_column, candidate_column=candidate_column)
+            # the history is imported in the transaction that creates the campaign: all of it, or no campaign at all
+            campaign = Campaign.start(parsed, db=db, campaign_id=campaign_id, history=past)
+            if campaign.imported is not None and not as_json:
+                imported = campaign.imported
+                out.print(f"imported {imported.n_appended} past result(s) from {history} ({imported.source})")
         with campaign:
             answer = _parse_approval(approve)
             summary = _run_with_progress(campaign, max_steps=max_steps, approval=answer, quiet=as_json)

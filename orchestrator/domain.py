@@ -158,12 +158,20 @@ class Molecule(_Frozen):
         """Parse and canonicalise a SMILES string.
 
         Raises:
-            InvalidCandidate: when rdkit cannot read it or it has no atoms.
+            InvalidCandidate: when rdkit cannot read it, it has no atoms, or it has whitespace inside (which rdkit
+                would read as the end of the SMILES and the start of a name).
         """
         from rdkit import Chem, RDLogger
 
         RDLogger.DisableLog("rdApp.*")
-        text = str(smiles).strip()
+        if not isinstance(smiles, str):
+            raise InvalidCandidate(f"SMILES {smiles!r} is not text; give a SMILES string, e.g. 'CCO'")
+        text = smiles.strip()
+        if any(character.isspace() for character in text):
+            # rdkit reads what follows the first blank as the molecule's name: 'CCO C' would silently be ethanol
+            raise InvalidCandidate(
+                f"SMILES {smiles!r} has whitespace inside, and rdkit would read only {text.split()[0]!r}; write one "
+                "SMILES without spaces, e.g. 'CCO.O' for a mixture, and put a name in another column")
         mol = Chem.MolFromSmiles(text) if text else None
         if mol is None or mol.GetNumAtoms() == 0:
             raise InvalidCandidate(
@@ -201,6 +209,15 @@ def _morgan_bits(smiles: str, n_bits: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------------- materials
+MIN_AMOUNT = 1e-6
+"""The smallest amount of an element per formula unit a formula may give: pymatgen writes amounts to 8 decimals and
+drops those below 1e-8, so a smaller one would not survive a round trip through the formula."""
+MAX_AMOUNT = 1e6
+"""The largest amount of an element per formula unit: far beyond any real composition, and well inside the integers
+a float holds exactly."""
+_ELEMENT_SYMBOL = re.compile(r"[A-Z][a-z]*")
+
+
 class Material(_Frozen):
     """An inorganic composition, normalised by pymatgen. ``id`` is the reduced formula."""
 
@@ -213,12 +230,25 @@ class Material(_Frozen):
     def parse(cls, formula: str) -> Material:
         """Parse a chemical formula such as ``"LiFePO4"``.
 
+        Every element written must keep a positive amount between ``MIN_AMOUNT`` and ``MAX_AMOUNT`` per formula unit:
+        pymatgen drops an element whose amount is zero or underflows (``Fe1e-400O`` would read as O), and rounds
+        amounts beyond what a float holds exactly, so either would silently give another composition.
+
         Raises:
-            InvalidCandidate: for unknown elements, empty or non-positive amounts.
+            InvalidCandidate: for unknown elements, empty, non-positive, vanishing or huge amounts.
+
+        Example:
+            >>> Material.parse("Fe1e-400O")
+            Traceback (most recent call last):
+            ...
+            orchestrator.domain.InvalidCandidate: formula 'Fe1e-400O' gives Fe an amount of zero (or one too small \
+to keep, below 1e-06 per formula unit); write each element with a positive amount, or leave it out
         """
         from pymatgen.core import Composition
 
-        text = str(formula).strip()
+        if not isinstance(formula, str):
+            raise InvalidCandidate(f"formula {formula!r} is not text; give a formula string, e.g. 'Fe2O3'")
+        text = formula.strip()
         if not text:
             raise InvalidCandidate("formula '' is empty; give a composition such as 'LiFePO4'")
         try:
@@ -230,11 +260,23 @@ class Material(_Frozen):
             ) from exc
         if not all(math.isfinite(amount) for amount in comp.values()):
             raise InvalidCandidate(f"formula {formula!r} has an infinite amount; use finite amounts, e.g. 'Fe2O3'")
+        amounts = {element.symbol: amount for element, amount in comp.items()}
+        lost = [symbol for symbol in dict.fromkeys(_ELEMENT_SYMBOL.findall(text))
+                if amounts.get(symbol, 0.0) < MIN_AMOUNT]
+        if lost:
+            raise InvalidCandidate(
+                f"formula {formula!r} gives {', '.join(lost)} an amount of zero (or one too small to keep, below "
+                f"{MIN_AMOUNT:g} per formula unit); write each element with a positive amount, or leave it out")
         if comp.num_atoms <= 0 or any(amount <= 0 for amount in comp.values()):
             raise InvalidCandidate(f"formula {formula!r} has no positive amounts; e.g. 'NaCl'")
         for element in comp.elements:
             if getattr(element, "Z", 0) == 0 or element.symbol in {"D", "T"}:
                 raise InvalidCandidate(f"formula {formula!r} contains {element.symbol!r}, which is not an element")
+        huge = [f"{symbol}={amount:g}" for symbol, amount in amounts.items() if amount > MAX_AMOUNT]
+        if huge:
+            raise InvalidCandidate(
+                f"formula {formula!r} has amounts above {MAX_AMOUNT:g} atoms per formula unit ({', '.join(huge)}), "
+                "which cannot be kept exactly; write the ratio with smaller numbers, e.g. 'Fe2O3'")
         try:
             return cls(formula=comp.formula.replace(" ", ""), id=comp.reduced_formula)
         except (ArithmeticError, ValueError) as exc:  # pymatgen's formula writer on extreme amounts
@@ -309,6 +351,10 @@ class Parameter(_Frozen):
             return text
         try:
             number = float(value)
+        except OverflowError:  # an integer too large for a float lies outside every range
+            digits = str(value)
+            raise InvalidCandidate(f"{self.name}={digits[:12]}… (an integer of {len(digits.lstrip('-'))} digits) is "
+                                   f"outside its range {self._range()}; move it inside") from None
         except (TypeError, ValueError) as exc:
             raise InvalidCandidate(f"{self.name}={value!r} is not a number; give a value in {self._range()}") from exc
         if math.isnan(number) or not self.low <= number <= self.high:

@@ -12,16 +12,27 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from .domain import InvalidCandidate, SetupError, parse_candidate
-from .events import Observed, Proposed, SurrogateUpdated
+from .events import EventPayload, Observed, Proposed, SurrogateUpdated
 from .ledger import Ledger
 from .pool import Pool, describe
-from .pool_checks import N_SHOWN, csv_line_numbers, read_csv_table, require_rows
+from .pool_checks import (
+    N_SHOWN,
+    as_float,
+    csv_line_numbers,
+    read_csv_table,
+    require_rows,
+)
 from .spec import CampaignSpec
 
-__all__ = ["HistoryImportError", "ImportedHistory", "import_history", "read_history"]
+__all__ = [
+    "HistoryFile",
+    "HistoryImportError",
+    "ImportedHistory",
+    "history_events",
+    "import_history",
+    "read_history",
+]
 
 
 class HistoryImportError(SetupError):
@@ -37,17 +48,10 @@ class ImportedHistory:
     source: str
 
 
-def _candidate_columns(spec: CampaignSpec, frame: pd.DataFrame, candidate_column: str | None) -> list[str]:
+def _candidate_columns(spec: CampaignSpec, candidate_column: str | None) -> list[str]:
     if spec.campaign.kind == "conditions":
-        wanted = list(spec.space.columns or [])
-    else:
-        wanted = [candidate_column or spec.space.column or ("smiles" if spec.campaign.kind == "molecule" else "formula")]
-    missing = [c for c in wanted if c not in frame.columns]
-    if missing:
-        raise HistoryImportError(f"the history CSV has no column(s) {missing}; its columns are {list(frame.columns)}. "
-                                 "Name the candidate column with --candidate-column (molecules, materials) or use "
-                                 "the spec's space.columns (conditions)")
-    return wanted
+        return list(spec.space.columns or [])
+    return [candidate_column or spec.space.column or ("smiles" if spec.campaign.kind == "molecule" else "formula")]
 
 
 def read_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_column: str | None = None,
@@ -62,12 +66,19 @@ def read_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_colu
     path = Path(path)
     if not path.is_file():
         raise HistoryImportError(f"history file {path} does not exist")
-    frame = read_csv_table(path, "history file", HistoryImportError, is_rows_required=False)
+    columns = _candidate_columns(spec, candidate_column)
     value_column = value_column or spec.objective.property
+    frame = read_csv_table(path, "history file", HistoryImportError, is_rows_required=False,
+                           columns=[*columns, value_column],
+                           text_columns=[] if spec.campaign.kind == "conditions" else columns)
     if value_column not in frame.columns:
-        raise HistoryImportError(f"the history CSV has no {value_column!r} column (the measured objective); its "
-                                 f"columns are {list(frame.columns)}. Pass --value-column")
-    columns = _candidate_columns(spec, frame, candidate_column)
+        raise HistoryImportError(f"history file {path.name} has no {value_column!r} column (the measured objective); "
+                                 f"its columns are {list(frame.columns)}. Pass --value-column")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise HistoryImportError(f"history file {path.name} has no column(s) {missing}; its columns are "
+                                 f"{list(frame.columns)}. Name the candidate column with --candidate-column (molecules, "
+                                 "materials) or use the spec's space.columns (conditions)")
     require_rows(frame, path, "history file", HistoryImportError)
     lines = csv_line_numbers(path, len(frame))
     rows, problems, seen = [], [], {}
@@ -90,19 +101,26 @@ class _BadRow(Exception):
     """What is wrong with one history row."""
 
 
+def _is_empty(cell: object) -> bool:
+    return cell is None or (isinstance(cell, float) and math.isnan(cell)) or (isinstance(cell, str) and not cell.strip())
+
+
 def _checked_row(spec: CampaignSpec, pool: Pool, record: dict, columns: list[str], value_column: str,
                  seen: dict[str, int]) -> tuple[object, float]:
     """One row's candidate and value, or ``_BadRow``; a new candidate of an open space joins the pool."""
+    empty = [c for c in columns if _is_empty(record[c])]
+    if empty:
+        hint = " (write none for an absent component)" if spec.campaign.kind == "conditions" else ""
+        raise _BadRow(f"{', '.join(empty)} is empty{hint}")
     raw = {c: record[c] for c in columns} if spec.campaign.kind == "conditions" else record[columns[0]]
     try:
         candidate = parse_candidate(spec.campaign.kind, raw, pool.space)
     except InvalidCandidate as exc:
         raise _BadRow(str(exc).split("; ")[0]) from None
-    value = record[value_column]
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise _BadRow(f"{value_column}={value!r} is not a number") from None
+    given = record[value_column]
+    value = as_float(given)
+    if math.isnan(value) and not _is_empty(given):
+        raise _BadRow(f"{value_column}={given!r} is not a number")
     if not math.isfinite(value):
         raise _BadRow(f"{value_column} is empty or not finite ({value})")
     if candidate.id in seen:
@@ -133,16 +151,28 @@ def _warm_surrogate(spec: CampaignSpec, pool: Pool, rows: list) -> SurrogateUpda
                             hyperparameters=hyperparameters, incumbent=float(incumbent))
 
 
-def import_history(ledger: Ledger, campaign_id: str, spec: CampaignSpec, pool: Pool, path: str | Path, *,
-                   value_column: str | None = None, candidate_column: str | None = None) -> ImportedHistory:
-    """Append the CSV's results to the campaign as imported observations, all in one transaction.
+@dataclass(frozen=True)
+class HistoryFile:
+    """A history CSV to import as a campaign starts (``Campaign.start(history=...)``), with its column choices."""
 
-    Keys derive from the file's content hash and line numbers, so importing the same file twice adds nothing.
+    path: Path
+    value_column: str | None = None
+    candidate_column: str | None = None
+
+
+def history_events(campaign_id: str, spec: CampaignSpec, pool: Pool, path: str | Path, *,
+                   value_column: str | None = None,
+                   candidate_column: str | None = None) -> tuple[list[tuple[EventPayload, str]], ImportedHistory]:
+    """The events that import the CSV's results (``read_history`` checks every row first), and what they add.
+
+    Nothing is written: ``import_history`` appends them to an existing campaign, ``Campaign.start`` in the
+    transaction that creates the campaign, so a refused import leaves no campaign behind. Keys derive from the
+    file's content hash and line numbers, so importing the same file twice adds nothing.
     """
     rows = read_history(spec, pool, path, value_column=value_column, candidate_column=candidate_column)
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
     source = f"import:{Path(path).name}@{digest}"
-    items = []
+    items: list[tuple[EventPayload, str]] = []
     for line, candidate, value in rows:
         proposed = Proposed(iteration=-1, arm="imported", candidate_id=candidate.id,
                             candidate=candidate.model_dump(mode="json"), hypothesis=f"past result, {source} line {line}")
@@ -153,7 +183,19 @@ def import_history(ledger: Ledger, campaign_id: str, spec: CampaignSpec, pool: P
     surrogate = _warm_surrogate(spec, pool, rows)
     if surrogate is not None:
         items.append((surrogate, f"{source}:surrogate"))
+    return items, ImportedHistory(n_rows=len(rows), n_appended=len(rows), source=source)
+
+
+def import_history(ledger: Ledger, campaign_id: str, spec: CampaignSpec, pool: Pool, path: str | Path, *,
+                   value_column: str | None = None, candidate_column: str | None = None) -> ImportedHistory:
+    """Append the CSV's results to an existing campaign as imported observations, all in one transaction.
+
+    Importing the same file twice adds nothing (``n_appended`` counts what this call added). A new campaign imports
+    its history as it starts (``Campaign.start(history=HistoryFile(path))``), so a refusal leaves no campaign.
+    """
+    items, imported = history_events(campaign_id, spec, pool, path, value_column=value_column,
+                                     candidate_column=candidate_column)
     before = len(ledger.events(campaign_id, types=[Observed.type]))
     ledger.append_many(campaign_id, items, actor="importer")
     after = len(ledger.events(campaign_id, types=[Observed.type]))
-    return ImportedHistory(n_rows=len(rows), n_appended=after - before, source=source)
+    return ImportedHistory(n_rows=imported.n_rows, n_appended=after - before, source=imported.source)

@@ -32,7 +32,9 @@ from .pool_checks import (
     RowProblem,
     conflicting_replicates,
     csv_line_numbers,
+    empty_fields,
     enforce_policy,
+    numeric_column,
     numeric_value_problems,
     read_csv_table,
 )
@@ -119,21 +121,15 @@ class Pool:
 def _space_from_frame(frame: pd.DataFrame, columns: list[str]) -> ConditionSpace:
     parameters = []
     for name in columns:
-        series = frame[name].dropna()
-        if pd.api.types.is_numeric_dtype(series):
-            finite = series[np.isfinite(series.to_numpy(dtype=float))]  # an infinite value is a bad row, not a bound
+        numbers = numeric_column(frame[name])
+        if numbers is not None:
+            finite = numbers[np.isfinite(numbers.to_numpy())]  # an infinite value is a bad row, not a bound
             low, high = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
             parameters.append(Parameter(name=name, kind="continuous", low=low, high=high))
         else:
-            choices = tuple(sorted(series.astype(str).unique())) or ("none",)
+            choices = tuple(sorted(frame[name].dropna().astype(str).unique())) or ("none",)
             parameters.append(Parameter(name=name, kind="categorical", choices=choices))
     return ConditionSpace(parameters=tuple(parameters))
-
-
-def _empty_fields(raw: Any, column: str) -> list[str]:
-    if isinstance(raw, dict):
-        return [name for name, value in raw.items() if not isinstance(value, str) and pd.isna(value)]
-    return [column] if raw is None or (isinstance(raw, float) and np.isnan(raw)) else []
 
 
 def _parse_rows(kind: str, raw_items: list[Any], space: ConditionSpace | None,
@@ -142,7 +138,7 @@ def _parse_rows(kind: str, raw_items: list[Any], space: ConditionSpace | None,
     parsed: list[Candidate | None] = []
     problems: dict[int, RowProblem] = {}
     for position, raw in enumerate(raw_items):
-        empty = _empty_fields(raw, column)
+        empty = empty_fields(raw, column)
         try:
             if empty:
                 hint = " (write none for an absent component)" if isinstance(raw, dict) else ""
@@ -163,12 +159,17 @@ def _value_columns(spec: CampaignSpec) -> dict[str, bool]:
 
 
 def _validated(spec: CampaignSpec, source: str, raw_items: list[Any], frame: pd.DataFrame,
-               space: ConditionSpace | None, label) -> Pool:
-    """Judge every row (``pool_checks``), apply ``[space] on_bad_rows`` and ``replicates``, and merge the rest."""
+               space: ConditionSpace | None, label, value_columns: dict[str, bool] | None = None) -> Pool:
+    """Judge every row (``pool_checks``), apply ``[space] on_bad_rows`` and ``replicates``, and merge the rest.
+
+    ``value_columns`` (default ``_value_columns(spec)``) are the measurement columns, each with whether every row
+    needs a value.
+    """
     kind = spec.campaign.kind
     parsed, problems = _parse_rows(kind, raw_items, space, spec.space.column or "candidate")
     frame = frame.reset_index(drop=True)
-    required = {c: is_required for c, is_required in _value_columns(spec).items() if c in frame.columns}
+    wanted = _value_columns(spec) if value_columns is None else value_columns
+    required = {c: is_required for c, is_required in wanted.items() if c in frame.columns}
     value_columns = list(required)
     for column in value_columns:
         frame[column], column_problems = numeric_value_problems(frame, column, is_required=required[column])
@@ -243,8 +244,9 @@ def load_pool(spec: CampaignSpec) -> Pool:
            tuple(_value_columns(spec).items()))
     if key in _CACHE:
         return _CACHE[key]
-    frame = read_csv_table(path, "design-space pool")
     wanted = spec.space.columns if kind == "conditions" else [spec.space.column]
+    frame = read_csv_table(path, "design-space pool", columns=[*wanted, *_value_columns(spec)],
+                           text_columns=[] if kind == "conditions" else wanted)
     missing = [c for c in [*wanted, spec.lab.oracle_column] if c is not None and c not in frame.columns]
     if missing:
         raise SetupError(f"pool {Path(path).name} has no column(s) {missing}; its columns are {list(frame.columns)}; "
@@ -271,18 +273,59 @@ def load_pool(spec: CampaignSpec) -> Pool:
     return pool
 
 
+_TRUTH = "lab.oracle"
+"""The inline ground truth's column while an inline space is judged (messages name it); ``_oracle`` after."""
+
+
 def _load_inline(spec: CampaignSpec) -> Pool:
+    """An inline space, judged as a pool file is: with an inline ground truth (``lab.oracle``), an item without a
+    value in it is a bad row, as a pool row without its ``oracle_column`` value is."""
     kind = spec.campaign.kind
     space = None
+    items = list(spec.space.inline)
     if kind == "conditions":
-        frame = pd.DataFrame(list(spec.space.inline))
+        not_mappings = [k + 1 for k, item in enumerate(items) if not isinstance(item, dict)]
+        if not_mappings:
+            raise SetupError(f"space.inline item(s) {not_mappings} are not tables of parameter values; a conditions "
+                             "space lists tables such as {temperature_c = 60, solvent = \"water\"}")
+        frame = pd.DataFrame(items)
+        frame.columns = [str(name) for name in frame.columns]
         space = _space_from_frame(frame, list(frame.columns))
         raw_items = frame.to_dict("records")
     else:
-        frame = pd.DataFrame({"_raw": spec.space.inline})
-        raw_items = list(spec.space.inline)
-    pool = _validated(spec, "space.inline", raw_items, frame, space, lambda position: f"inline item {position + 1}")
+        frame = pd.DataFrame({"_raw": pd.Series(items, dtype=object)})
+        raw_items = items
+    value_columns = None
     if spec.lab.oracle is not None:
-        truth = {parse_candidate(kind, k, space).id: v for k, v in spec.lab.oracle.items()}
-        pool.columns["_oracle"] = np.asarray([truth.get(cid, np.nan) for cid in pool.ids], dtype=float)
+        truth = _inline_truth(spec, space)
+        frame[_TRUTH] = [truth.get(_candidate_id(kind, raw, space), np.nan) for raw in raw_items]
+        value_columns = {**_value_columns(spec), _TRUTH: True}
+    pool = _validated(spec, "space.inline", raw_items, frame, space, lambda position: f"inline item {position + 1}",
+                      value_columns)
+    if _TRUTH in pool.columns:
+        pool.columns["_oracle"] = pool.columns.pop(_TRUTH)
     return pool
+
+
+def _candidate_id(kind: str, raw: Any, space: ConditionSpace | None) -> str | None:
+    try:
+        return parse_candidate(kind, raw, space).id
+    except InvalidCandidate:
+        return None  # the item is a bad row, which _validated reports
+
+
+def _inline_truth(spec: CampaignSpec, space: ConditionSpace | None) -> dict[str, float]:
+    """``lab.oracle`` by candidate id; a key that is not a candidate, or two spellings of one candidate with
+    different values, is refused."""
+    truth: dict[str, float] = {}
+    spelled: dict[str, str] = {}
+    for raw, value in spec.lab.oracle.items():
+        try:
+            candidate_id = parse_candidate(spec.campaign.kind, raw, space).id
+        except InvalidCandidate as exc:
+            raise SetupError(f"lab.oracle key {raw!r}: {str(exc).split('; ')[0]}; fix the key or remove it") from None
+        if candidate_id in truth and truth[candidate_id] != value:
+            raise SetupError(f"lab.oracle gives {spelled[candidate_id]!r} = {truth[candidate_id]:g} and {raw!r} = "
+                             f"{value:g}, two spellings of one candidate; keep one of them")
+        truth[candidate_id], spelled[candidate_id] = value, raw
+    return truth

@@ -18,10 +18,11 @@ from __future__ import annotations
 import csv
 import logging
 import math
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -32,13 +33,22 @@ __all__ = [
     "N_SHOWN",
     "OnBadRows",
     "RowProblem",
+    "as_float",
+    "as_floats",
+    "check_csv_shape",
     "conflicting_replicates",
+    "csv_header",
     "csv_line_numbers",
+    "empty_fields",
     "enforce_policy",
+    "iter_csv_line_numbers",
+    "iter_csv_records",
     "line_ranges",
+    "numeric_column",
     "numeric_value_problems",
     "read_csv_table",
     "require_rows",
+    "wide_row_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -57,22 +67,77 @@ class RowProblem:
 
 
 def read_csv_table(path: Path, what: str, error: type[SetupError] = SetupError, *,
-                   is_rows_required: bool = True) -> pd.DataFrame:
+                   is_rows_required: bool = True, columns: Collection[str] | None = None,
+                   text_columns: Collection[str] = ()) -> pd.DataFrame:
     """Read a CSV with a header and (unless ``is_rows_required`` is false) a data row, or raise ``error``.
 
     The message names the file and the fix. A caller that checks the columns first passes ``is_rows_required=False``
-    and calls ``require_rows`` after.
+    and calls ``require_rows`` after. A header that names one of ``columns`` (the ones the caller reads; default
+    all) twice, or a row with more fields than the header names, is refused: pandas would read the first as ``x``
+    and ``x.1`` and silently shift every column of the second (reading its first field as an index). In
+    ``text_columns`` (SMILES, formulas) a cell is text as written: pandas reads ``NaN``, ``NA`` or ``None`` as
+    missing, but ``NaN`` is sodium nitride (only an empty cell is missing there), and ``1e5`` as 100000.0.
     """
     try:
-        frame = pd.read_csv(path, encoding="utf-8-sig")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, encoding="utf-8-sig", index_col=False)
+        for warning in caught:
+            if not issubclass(warning.category, pd.errors.ParserWarning):
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        check_csv_shape(path, what, error, columns=columns, has_wide_rows=bool(caught))
+        for column in text_columns:
+            if column in frame.columns and (frame[column].isna().any()
+                                            or not pd.api.types.is_string_dtype(frame[column])):
+                _keep_text(frame, path, column)
     except pd.errors.EmptyDataError:
         raise error(f"{what} {path} is empty (no header, no rows); give a CSV with a header row and data rows") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error) as exc:
         reason = " ".join(str(exc).split())
         raise error(f"{what} {path} is not a readable UTF-8 CSV ({reason}); fix the file") from None
     if is_rows_required:
         require_rows(frame, path, what, error)
     return frame
+
+
+def check_csv_shape(path: Path, what: str, error: type[SetupError] = SetupError, *,
+                    columns: Collection[str] | None = None, has_wide_rows: bool = True) -> None:
+    """Raise ``error`` when the header names one of ``columns`` (default: any) twice, or (``has_wide_rows``: pandas
+    warned of it) a row has more non-empty fields than the header names. Empty trailing fields ("a,b,") are only
+    trailing delimiters."""
+    header = csv_header(path)
+    read = set(header if columns is None else columns)
+    repeated = sorted({name for name in header if name and name in read and header.count(name) > 1})
+    if repeated:
+        raise error(f"{what} {path} names column(s) {repeated} more than once in its header; give each column "
+                    "one name")
+    if has_wide_rows:
+        for line, record in iter_csv_records(path):
+            problem = wide_row_problem(record, len(header))
+            if problem:
+                raise error(f"{what} {path} line {line} {problem}")
+
+
+def csv_header(path: Path) -> list[str]:
+    """The header row's names as written (empty for an empty file)."""
+    return next(_records(path), (0, []))[1]
+
+
+def wide_row_problem(record: list[str], n_columns: int) -> str | None:
+    """What is wrong with a row that has non-empty fields beyond the header's ``n_columns`` names, or None."""
+    if len(record) > n_columns and any(cell.strip() for cell in record[n_columns:]):
+        return (f"has {len(record)} fields but the header names {n_columns} column(s); remove the extra field(s) or "
+                "name them in the header")
+    return None
+
+
+def _keep_text(frame: pd.DataFrame, path: Path, column: str) -> None:
+    """Replace ``column`` with its cells as written (an empty cell stays missing)."""
+    position = list(frame.columns).index(column)
+    written = pd.read_csv(path, usecols=[position], dtype=str, keep_default_na=False, encoding="utf-8-sig",
+                          index_col=False).iloc[:, 0]
+    if len(written) == len(frame):
+        frame[column] = [None if text == "" else text for text in written.tolist()]
 
 
 def require_rows(frame: pd.DataFrame, path: Path, what: str, error: type[SetupError] = SetupError) -> None:
@@ -81,23 +146,101 @@ def require_rows(frame: pd.DataFrame, path: Path, what: str, error: type[SetupEr
         raise error(f"{what} {path} has a header but no rows; add data rows below the header")
 
 
+def _records(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """Every record of a CSV that pandas reads (the header first), with the 1-based file line it starts on.
+
+    A line of whitespace only is skipped, as pandas skips it; a line with a delimiter or a quoted empty field is a
+    record.
+    """
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        start = 1
+        for record in reader:
+            if record and not (len(record) == 1 and record[0] != "" and not record[0].strip()):
+                yield start, record
+            start = reader.line_num + 1
+
+
+def iter_csv_records(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """Each data row of a CSV (``_records`` after the header) with its 1-based file line, read as a stream.
+
+    Raises ``UnicodeDecodeError`` or ``csv.Error`` where the file is not UTF-8 CSV.
+    """
+    records = _records(path)
+    next(records, None)
+    yield from records
+
+
+def iter_csv_line_numbers(path: Path) -> Iterator[int]:
+    """The 1-based file line on which each data row starts (``iter_csv_records``); stops where the file cannot be
+    read as UTF-8 CSV here."""
+    try:
+        for line, _record in iter_csv_records(path):
+            yield line
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return
+
+
 def csv_line_numbers(path: Path, n_rows: int) -> list[int]:
     """The 1-based file line on which each data row starts (blank lines skipped, as pandas does).
 
     Falls back to ``row + 2`` (one line per row after the header) when the file reads differently here.
     """
-    lines: list[int] = []
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            start = 1
-            for k, record in enumerate(reader):
-                if k > 0 and any(cell.strip() for cell in record):
-                    lines.append(start)
-                start = reader.line_num + 1
-    except (OSError, UnicodeDecodeError, csv.Error):
-        lines = []
+    lines = list(iter_csv_line_numbers(path))
     return lines if len(lines) == n_rows else [k + 2 for k in range(n_rows)]
+
+
+def as_float(value: Any) -> float:
+    """One cell as a float: NaN when it is not a number, ±inf for an integer too large for a float.
+
+    pandas keeps an integer beyond 64 bits as a Python int, and converting it raises ``OverflowError``; a decimal
+    that large already reads as inf, so the integer does too.
+
+    Example:
+        >>> as_float("2.5"), as_float(10**400), as_float("-" + "9" * 400), as_float("high")
+        (2.5, inf, -inf, nan)
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    try:
+        return float(pd.to_numeric(value, errors="coerce"))
+    except (OverflowError, TypeError, ValueError):
+        text = str(value).strip()
+        if text.lstrip("+-").isdigit():
+            return -math.inf if text.startswith("-") else math.inf
+        return math.nan
+
+
+def as_floats(values: pd.Series) -> pd.Series:
+    """A column as floats, NaN where a cell is not a number and ±inf for an integer too large for a float."""
+    try:
+        return pd.to_numeric(values, errors="coerce").astype(float)
+    except (OverflowError, TypeError, ValueError):
+        return pd.Series([as_float(v) for v in values.tolist()], index=values.index, dtype=float)
+
+
+def numeric_column(values: pd.Series) -> pd.Series | None:
+    """The non-empty cells of a column as floats when each is a number, else None.
+
+    A column of numbers spans a continuous range, any other is categorical. An integer too long for 64 bits counts
+    as a number (±inf, which no range holds), not as a category.
+    """
+    present = values.dropna()
+    numbers = as_floats(present)
+    if pd.api.types.is_numeric_dtype(present) or (len(numbers) and not numbers.isna().any()):
+        return numbers
+    return None
+
+
+def empty_fields(raw: Any, column: str) -> list[str]:
+    """The fields of a raw candidate that are empty: the names of a conditions row's empty cells, or ``[column]``
+    for an empty SMILES or formula cell."""
+    if isinstance(raw, dict):
+        return [name for name, value in raw.items() if not isinstance(value, str) and pd.isna(value)]
+    return [column] if raw is None or (isinstance(raw, float) and math.isnan(raw)) else []
 
 
 def numeric_value_problems(frame: pd.DataFrame, column: str, *,
@@ -111,7 +254,7 @@ def numeric_value_problems(frame: pd.DataFrame, column: str, *,
         ([1.5], {1: "y='abc' is not a number", 2: 'y=inf is not finite', 3: 'y is empty'})
     """
     raw = frame[column]
-    values = pd.to_numeric(raw, errors="coerce").astype(float)
+    values = as_floats(raw)
     problems: dict[int, RowProblem] = {}
     for position, (given, value) in enumerate(zip(raw.tolist(), values.tolist(), strict=True)):
         is_empty = given is None or (isinstance(given, float) and math.isnan(given)) or str(given).strip() == ""
@@ -121,8 +264,18 @@ def numeric_value_problems(frame: pd.DataFrame, column: str, *,
         elif math.isnan(value):
             problems[position] = RowProblem(f"{column}={given!r} is not a number")
         elif not math.isfinite(value):
-            problems[position] = RowProblem(f"{column}={value} is not finite")
+            shown = value if isinstance(given, float) else _abbreviated(given)
+            problems[position] = RowProblem(f"{column}={shown} is not finite")
     return values, problems
+
+
+def _abbreviated(value: Any, limit: int = 24) -> str:
+    """A cell as a message shows it: whole when short, else its start and its length."""
+    try:
+        text = str(value)
+    except ValueError:  # an integer beyond Python's digit limit for str()
+        return "an integer of thousands of digits"
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def conflicting_replicates(ids: list[str | None], names: list[str], frame: pd.DataFrame, columns: list[str],

@@ -19,9 +19,18 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .domain import CandidateKind, SetupError, objective_utility
 
@@ -51,13 +60,14 @@ class SpecError(SetupError):
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # TOML writes nan and inf; no number of a spec means either (a NaN target makes every utility NaN)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class CampaignMeta(_Spec):
     name: str = Field(min_length=1, description="human-readable campaign name")
     kind: CandidateKind = Field(description="candidate kind: molecule, material or conditions")
-    seed: int = 0
+    seed: int = Field(default=0, ge=-(2**63), lt=2**63, description="the campaign's seed, a 64-bit integer")
     description: str = ""
 
 
@@ -178,7 +188,8 @@ class LabSpec(_Spec):
 
     driver: str = "simlab"
     oracle_column: str | None = Field(default=None, description="pool column holding the true objective")
-    oracle: dict[str, float] | None = Field(default=None, description="inline ground truth, raw input -> value")
+    oracle: dict[str, Annotated[float, AllowInfNan()]] | None = Field(
+        default=None, description="inline ground truth, raw input -> value")  # non-finite values: _finite_truth
     oracle_simulator: str | None = Field(
         default=None, description="a simulator whose property is the SimLab's ground truth (open spaces, digital twins)")
     oracle_property: str | None = Field(default=None, description="the oracle simulator's property, objective unit")
@@ -382,8 +393,10 @@ _HINTS = {
     "direction": "use 'maximize', 'minimize' or 'target'",
     "kind": "use 'molecule', 'material' or 'conditions'",
     "lab_experiments": "a whole number of lab experiments greater than 0, e.g. 24",
+    "seed": "a whole number from -2**63 to 2**63 - 1, e.g. 0",
     "extra_forbidden": "remove it or check its spelling against the documented fields",
     "missing": "add it",
+    "finite_number": "give a finite number (nan and inf are not values here; leave an optional field out instead)",
 }
 
 
@@ -416,7 +429,10 @@ def load_spec(path: str | Path) -> CampaignSpec:
     if not file.is_file():
         raise SpecError(str(path), [("(file)", "no such file; give the path to a campaign TOML, e.g. campaigns/freesolv/campaign.toml")])
     try:
-        data = tomllib.loads(file.read_text())
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        problem = f"is not UTF-8 text (byte {exc.start}: {exc.reason}); save the TOML as UTF-8"
+        raise SpecError(str(path), [("(file)", problem)]) from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(str(path), [("(toml)", f"{exc}; fix the TOML syntax")]) from exc
     data.setdefault("base_dir", str(file.resolve().parent))

@@ -63,17 +63,19 @@ def test_molecules_streamed_top_k_equals_the_in_memory_pool(molecule_csv, molecu
     scorer = linear_scorer(1024)
     exclude = molecule_pool.ids[:5]
     expected = in_memory_top_k(molecule_pool, scorer, 15, exclude)
-    top = stream_top_k(molecule_csv, "molecule", scorer, 15, column="smiles", chunk_size=chunk_size, exclude_ids=exclude)
+    top = stream_top_k(molecule_csv, "molecule", scorer, 15, column="smiles", chunk_size=chunk_size, exclude_ids=exclude,
+                       on_bad_rows="skip")
     assert_same_ranking(top, expected)
     assert top.n_rows == count_rows(molecule_csv) == 124
-    assert top.n_invalid == 1 and "not a smiles" in top.invalid_examples[0]
+    assert top.n_invalid == 1 and top.skipped_rows[0].startswith("line 63: SMILES 'not a smiles'")
     assert top.n_excluded == 6  # rows: the fourth molecule is listed twice
     assert top.peak_chunk_rows == min(chunk_size, 124)
 
 
 def test_streamed_fingerprints_are_the_domain_features(molecule_pool, molecule_csv):
     scores = {}
-    top = stream_top_k(molecule_csv, "molecule", lambda X: X.sum(axis=1), 200, column="smiles", chunk_size=16)
+    top = stream_top_k(molecule_csv, "molecule", lambda X: X.sum(axis=1), 200, column="smiles", chunk_size=16,
+                       on_bad_rows="skip")
     for scored in top.best:
         scores[scored.candidate.id] = scored.score
     assert len(scores) == len(molecule_pool)  # all distinct valid molecules, each once
@@ -159,12 +161,14 @@ def test_clear_errors(tmp_path, molecule_csv):
     with pytest.raises(SetupError, match="chunk_size=0"):
         stream_top_k(molecule_csv, "molecule", score, 3, column="smiles", chunk_size=0)
     with pytest.raises(SetupError, match="NaN"):
-        stream_top_k(molecule_csv, "molecule", lambda X: np.full(len(X), np.nan), 3, column="smiles")
+        stream_top_k(molecule_csv, "molecule", lambda X: np.full(len(X), np.nan), 3, column="smiles", on_bad_rows="skip")
     with pytest.raises(SetupError, match="shape"):
-        stream_top_k(molecule_csv, "molecule", lambda X: X, 3, column="smiles")
+        stream_top_k(molecule_csv, "molecule", lambda X: X, 3, column="smiles", on_bad_rows="skip")
     bad = tmp_path / "bad.csv"
     bad.write_text("smiles\nnot one\nnor this\n")
     with pytest.raises(SetupError, match="no row of pool bad.csv parsed as a molecule"):
+        stream_top_k(bad, "molecule", score, 3, column="smiles", on_bad_rows="skip")
+    with pytest.raises(SetupError, match=r"pool bad.csv has 2 bad row\(s\): line 2: SMILES 'not one'"):
         stream_top_k(bad, "molecule", score, 3, column="smiles")
     empty = tmp_path / "empty.csv"
     empty.write_text("")
