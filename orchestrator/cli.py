@@ -472,7 +472,7 @@ def list_campaigns(
 def _ledger_with(db: str, campaign_id: str):
     """The ledger at ``db``, which must hold ``campaign_id``."""
     ledger = _open_existing(db)
-    if not ledger.events(campaign_id):
+    if not ledger.n_events(campaign_id):
         _fail(f"campaign {campaign_id!r} has no events in {db}; campaigns there: {ledger.campaign_ids_with_events()}")
     return ledger
 

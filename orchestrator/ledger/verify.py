@@ -39,9 +39,12 @@ def _stored(ledger: Ledger, table: type, campaign_id: str) -> dict[tuple, dict]:
     before it existed hold 0, not projected content)."""
     column = table.__table__.c["id" if table is CampaignRow else "campaign_id"]
     pk = primary_key(table)
+    names = [c.name for c in table.__table__.columns]
+    at = [names.index(name) for name in pk]
+    keep = [i for i, name in enumerate(names) if name != "updated_seq"]
     with ledger.engine.connect() as conn:
-        found = conn.execute(select(table.__table__).where(column == campaign_id)).mappings().all()
-    return {tuple(row[name] for name in pk): {k: v for k, v in row.items() if k != "updated_seq"} for row in found}
+        found = conn.execute(select(table.__table__).where(column == campaign_id)).all()
+    return {tuple(row[i] for i in at): {names[i]: row[i] for i in keep} for row in found}
 
 
 def _fold(campaign_id: str, rows: Iterable) -> ProjectionBatch:

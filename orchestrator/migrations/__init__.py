@@ -22,12 +22,16 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..domain import import_optional
 
-__all__ = ["BASELINE", "INI", "SCRIPT_LOCATION", "alembic_config", "current_revision", "head_revision", "upgrade"]
+__all__ = ["BASELINE", "HEAD", "INI", "SCRIPT_LOCATION", "alembic_config", "current_revision", "head_revision",
+           "upgrade"]
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
 INI = SCRIPT_LOCATION / "alembic.ini"
 BASELINE = "0001"
 """The schema of ledgers written before Alembic (and of a fresh database after the first migration)."""
+HEAD = "0003"
+"""The newest revision in ``versions/`` (a test pins it to Alembic's own head). A ledger already there is opened
+without importing Alembic, which would cost every command a quarter of a second."""
 
 # Any fixed 64-bit number: the key of the advisory lock that serialises migrations on PostgreSQL.
 _MIGRATION_LOCK_KEY = 0x636C6F7365646C6F  # "closedlo"
@@ -62,11 +66,12 @@ def current_revision(connection: Connection) -> str | None:
 
 def upgrade(engine: Engine) -> str:
     """Migrate the database behind ``engine`` to the head revision; return the revision it was at before."""
-    command = import_optional("alembic.command", "", _PURPOSE)
-
     with engine.begin() as connection:  # SQLite: BEGIN IMMEDIATE (see ledger.store), so openers queue here
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        if _recorded_revision(connection) == HEAD:
+            return HEAD
+        command = import_optional("alembic.command", "", _PURPOSE)
         before = current_revision(connection)
         if before == head_revision():
             return before
@@ -76,3 +81,11 @@ def upgrade(engine: Engine) -> str:
             before = BASELINE
         command.upgrade(config, "head")
         return before or "empty"
+
+
+def _recorded_revision(connection: Connection) -> str | None:
+    """The revision in ``alembic_version``, read with plain SQL (None when the table is missing or holds several)."""
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    found = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    return found[0] if len(found) == 1 else None

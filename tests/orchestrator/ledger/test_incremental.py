@@ -123,3 +123,14 @@ def test_a_ledger_from_before_alembic_is_stamped_and_upgraded(tmp_path):
 
 def test_concurrent_sqlite_writers_lose_no_update(tmp_path):
     write_concurrently(str(tmp_path / "shared.db"), n_workers=3, n_each=20)
+
+
+def test_the_fast_path_head_is_alembics_head(tmp_path):
+    """``migrations.HEAD`` lets a current ledger open without Alembic; it must name Alembic's own head, or a ledger
+    one migration behind would be taken for current."""
+    from orchestrator.migrations import HEAD
+
+    assert HEAD == head_revision()
+    Ledger.open(tmp_path / "fresh.db").close()
+    with sqlite3.connect(tmp_path / "fresh.db") as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == HEAD
