@@ -79,8 +79,6 @@ class Trajectory:
     finalised_at: int | None = None
     """Iteration of the stored ``RewardFinalised`` record, once the ledger has one."""
     rewards: list[StoredRecord] = field(default_factory=list)
-    scores: dict[tuple, list[StoredRecord]] = field(default_factory=dict)
-    """(stage, subject, criterion id) -> stored ``Scored`` records, in order."""
 
 
 def _rejection_kind(reason: str) -> str:
@@ -102,8 +100,8 @@ def _latest_before(records: list[StoredRecord], iteration: int) -> StoredRecord 
 class TrajectoryFold:
     """Incremental fold of one campaign's ledger into open trajectories and the outlook.
 
-    ``keep_records`` also folds the reward node's own records (``Scored``, ``RewardEstimated``/``RewardFinalised``)
-    so that ``previous_reward``/``previous_score`` can tell what is already stored; a recompute leaves it off.
+    ``keep_records`` also folds the reward node's own records (``RewardEstimated``/``RewardFinalised``) so that
+    ``previous_reward`` can tell what is already stored; a recompute leaves it off.
     """
 
     def __init__(self, spec: CampaignSpec, *, keep_records: bool = True):
@@ -206,13 +204,6 @@ class TrajectoryFold:
         if event.payload["key"].startswith("judge:"):
             self.judge_answers[event.payload["key"]] = event.payload["response"]
 
-    def _on_Scored(self, event: Event) -> None:
-        p = event.payload
-        t = self._open.get(p.get("trajectory") or "")
-        if self.keep_records and t is not None:
-            record = StoredRecord(p["iteration"], event.seq, event.type, p)
-            t.scores.setdefault((p["stage"], p["subject"], p["criterion_id"]), []).append(record)
-
     def _on_reward_record(self, event: Event) -> None:
         p = event.payload
         t = self._open.get(p["subject"]) if p.get("arm") is not None else None
@@ -235,10 +226,6 @@ class TrajectoryFold:
     def previous_reward(self, trajectory: Trajectory, iteration: int) -> StoredRecord | None:
         """The trajectory's latest stored reward record from an iteration before ``iteration``."""
         return _latest_before(trajectory.rewards, iteration)
-
-    def previous_score(self, trajectory: Trajectory, key: tuple, iteration: int) -> StoredRecord | None:
-        """The latest stored ``Scored`` record of (stage, subject, criterion) from before ``iteration``."""
-        return _latest_before(trajectory.scores.get(key, []), iteration)
 
     def outlook(self) -> Outlook:
         """The success bar, the base rate of lab success and every proxy rung's validity, as fed so far."""

@@ -1,8 +1,8 @@
 """Trajectories as the ledger recorded them: one record per trajectory, with its steps, scores and rewards.
 
 This is the native export (``trajectories.jsonl``); the trainer formats are views of it. It reads stored records
-only (the current reward record of each trajectory and the current ``Scored`` event of each criterion and step);
-it never rescores.
+only (the current reward record of each trajectory, with the criterion scores it carries, or in older ledgers the
+current ``Scored`` event of each criterion and step); it never rescores.
 
 Example:
     >>> from orchestrator.ledger import Ledger
@@ -101,11 +101,14 @@ def trajectory_records(ledger: Ledger, campaign_id: str) -> list[dict[str, Any]]
         best = (min(values) if direction == "minimize" else max(values)) if values and direction != "target" else None
         steps = []
         for step in r["steps"]:
-            step_scores = [{"criterion_id": s["criterion_id"], "value": s["value"], "weight": s["weight"],
-                            "reason": s["reason"], "is_provisional": s["is_provisional"]}
-                           for (stage, subject, _), s in scores[tid].items()
-                           if (stage, subject) == (step["stage"], step["subject"])
-                           and s["rubric_hash"] == r["rubric_hash"]]  # the rubric the reward came from
+            if "scores" in step:  # the record carries its scores
+                step_scores = [{**s, "is_provisional": event.type == "RewardEstimated"} for s in step["scores"]]
+            else:  # a ledger from before: one Scored event per criterion and step
+                step_scores = [{"criterion_id": s["criterion_id"], "value": s["value"], "weight": s["weight"],
+                                "reason": s["reason"], "is_provisional": s["is_provisional"]}
+                               for (stage, subject, _), s in scores[tid].items()
+                               if (stage, subject) == (step["stage"], step["subject"])
+                               and s["rubric_hash"] == r["rubric_hash"]]  # the rubric the reward came from
             steps.append({**step, "scores": step_scores})
         outcome = next((lab[s["subject"]] for s in r["steps"] if s["stage"] == "outcome" and s["subject"] in lab), None)
         records.append({

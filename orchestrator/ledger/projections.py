@@ -5,6 +5,11 @@ batch refers to with one indexed query per table (``prefetch``), folds every eve
 what changed with one executemany INSERT and one executemany UPDATE per table (``write``), inside the caller's
 transaction. Without a connection it starts from empty tables, which is a replay.
 
+Criterion scores are ``score`` rows: one per criterion of each step of a reward record (``RewardEstimated``,
+``RewardFinalised``), keyed by the record's seq and the score's place in it; a record that supersedes another marks
+every score of the old one superseded. Ledgers from before scores moved into the records hold one ``Scored`` event
+per score, projected at ``ordinal`` 0.
+
 Every row an event adds or changes is stamped with the event's seq (``updated_seq``), which is what lets a reader
 fetch only the rows that changed since it last looked.
 """
@@ -30,6 +35,8 @@ from ..events import (
     Promoted,
     Proposed,
     Rejected,
+    RewardEstimated,
+    RewardFinalised,
     Scored,
     Simulated,
 )
@@ -75,13 +82,15 @@ class ProjectionBatch:
         self.rows: dict[type, dict[tuple, Row | None]] = {table: {} for table in PROJECTION_TABLES}
         self._stored: dict[type, set[tuple]] = {table: set() for table in PROJECTION_TABLES}
         self._changed: dict[type, set[tuple]] = {table: set() for table in PROJECTION_TABLES}
+        self._record_scores: dict[int, list[tuple]] = {}
+        """reward record seq -> the keys of its score rows (those fetched or added by this batch)"""
         self._seq = 0
 
     # ----------------------------------------------------------------------------------------------- reading
     def prefetch(self, payloads: Iterable[EventPayload]) -> None:
         """Fetch, with one query per table, every stored row the payloads can touch."""
         payloads = list(payloads)
-        candidates, jobs, scores = set(), set(), set()
+        candidates, jobs, scores, records = set(), set(), set(), set()
         for payload in payloads:
             if (candidate_id := getattr(payload, "candidate_id", None)) is not None:
                 candidates.add(candidate_id)
@@ -89,11 +98,14 @@ class ProjectionBatch:
                 jobs.add(payload.job_key)
             if isinstance(payload, Scored) and payload.supersedes_seq is not None:
                 scores.add(payload.supersedes_seq)
+            if isinstance(payload, RewardEstimated | RewardFinalised) and payload.supersedes_seq is not None:
+                records.add(payload.supersedes_seq)
         if any(isinstance(p, CampaignStarted | Observed | CampaignStopped) for p in payloads):
             self._fetch(CampaignRow, [(self.campaign_id,)])
         self._fetch(CandidateRow, [(self.campaign_id, c) for c in candidates])
         self._fetch(LabJobRow, [(self.campaign_id, j) for j in jobs])
-        self._fetch(ScoreRow, [(self.campaign_id, s) for s in scores])
+        self._fetch(ScoreRow, [(self.campaign_id, s, 0) for s in scores])
+        self._fetch_record_scores(records)
 
     def _fetch(self, table: type, keys: list[tuple]) -> None:
         cache = self.rows[table]
@@ -113,6 +125,23 @@ class ProjectionBatch:
                 key = tuple(found[name] for name in _PK[table])
                 cache[key] = dict(found)
                 self._stored[table].add(key)
+
+    def _fetch_record_scores(self, seqs: Iterable[int]) -> None:
+        """Fetch every score row of the given reward records (one indexed query per chunk)."""
+        wanted = [seq for seq in seqs if seq not in self._record_scores]
+        for seq in wanted:
+            self._record_scores[seq] = []
+        if self.connection is None or not wanted:
+            return
+        table = ScoreRow.__table__
+        for start in range(0, len(wanted), _IN_CHUNK):
+            where = and_(table.c.campaign_id == self.campaign_id, table.c.seq.in_(wanted[start:start + _IN_CHUNK]))
+            for found in self.connection.execute(select(table).where(where)).mappings():
+                key = (found["campaign_id"], found["seq"], found["ordinal"])
+                if key not in self.rows[ScoreRow]:
+                    self.rows[ScoreRow][key] = dict(found)
+                    self._stored[ScoreRow].add(key)
+                self._record_scores[found["seq"]].append(key)
 
     def _get(self, table: type, key: tuple) -> Row | None:
         if key not in self.rows[table]:
@@ -179,14 +208,13 @@ class ProjectionBatch:
                 self._fold_observed(seq, payload)
             case Scored():
                 if payload.supersedes_seq is not None:
-                    old = self._get(ScoreRow, (cid, payload.supersedes_seq))
-                    if old is not None:
-                        old["superseded_by_seq"] = seq
-                        self._touch(ScoreRow, (cid, payload.supersedes_seq), old)
-                self._add(ScoreRow, campaign_id=cid, seq=seq, iteration=payload.iteration, stage=payload.stage,
-                          subject=payload.subject, rubric_id=payload.rubric_id, rubric_version=payload.rubric_version,
-                          criterion_id=payload.criterion_id, value=payload.value, weight=payload.weight,
-                          is_provisional=payload.is_provisional)
+                    self._supersede_score((cid, payload.supersedes_seq, 0), seq)
+                self._add(ScoreRow, campaign_id=cid, seq=seq, ordinal=0, iteration=payload.iteration,
+                          stage=payload.stage, subject=payload.subject, rubric_id=payload.rubric_id,
+                          rubric_version=payload.rubric_version, criterion_id=payload.criterion_id,
+                          value=payload.value, weight=payload.weight, is_provisional=payload.is_provisional)
+            case RewardEstimated() | RewardFinalised():
+                self._fold_record_scores(seq, payload)
             case CampaignStopped():
                 campaign = self._get(CampaignRow, (cid,))
                 if campaign is not None:
@@ -195,6 +223,29 @@ class ProjectionBatch:
                     self._touch(CampaignRow, (cid,), campaign)
             case _:
                 pass  # events without a projection (ApprovalRequested, SurrogateUpdated, LLMCall, ...)
+
+    def _supersede_score(self, key: tuple, seq: int) -> None:
+        old = self._get(ScoreRow, key)
+        if old is not None:
+            old["superseded_by_seq"] = seq
+            self._touch(ScoreRow, key, old)
+
+    def _fold_record_scores(self, seq: int, payload: RewardEstimated | RewardFinalised) -> None:
+        """One score row per criterion of each step the record carries; the record it supersedes loses its own."""
+        if payload.supersedes_seq is not None:
+            self._fetch_record_scores([payload.supersedes_seq])
+            for key in self._record_scores[payload.supersedes_seq]:
+                self._supersede_score(key, seq)
+        is_provisional = isinstance(payload, RewardEstimated)
+        keys = self._record_scores.setdefault(seq, [])
+        for step in payload.steps:
+            for score in step.get("scores", ()):
+                row = self._add(ScoreRow, campaign_id=self.campaign_id, seq=seq, ordinal=len(keys),
+                                iteration=payload.iteration, stage=step["stage"], subject=step["subject"],
+                                rubric_id=payload.rubric_id, rubric_version=payload.rubric_version,
+                                criterion_id=score["criterion_id"], value=score["value"], weight=score["weight"],
+                                is_provisional=is_provisional)
+                keys.append((self.campaign_id, seq, row["ordinal"]))
 
     def _fold_observed(self, seq: int, payload: Observed) -> None:
         cid = self.campaign_id

@@ -122,7 +122,8 @@ class ScoreRow(SQLModel, table=True):
     __tablename__ = "score"
     __table_args__ = (Index("ix_score_updated", "campaign_id", "updated_seq"),)
     campaign_id: str = Field(primary_key=True)
-    seq: int = Field(primary_key=True)
+    seq: int = Field(primary_key=True, description="the event holding the score: a reward record, or an old Scored")
+    ordinal: int = Field(default=0, primary_key=True, description="the score's place among its record's scores")
     iteration: int
     stage: str
     subject: str = Field(index=True)

@@ -6,11 +6,11 @@ whose iteration, or observe iteration, is at most it), so ``rewards recompute`` 
 The fold is incremental (``orchestrator.trajectory_fold``): each step reads only the events appended since the last
 one, and trajectories leave memory once final, so a long campaign's reward step does not grow with its ledger.
 
-Each iteration the node writes, for every trajectory not yet final: a ``Scored`` event per criterion and step when
-it is new or differs from the stored one, and a ``RewardEstimated`` (provisional) or ``RewardFinalised`` (final)
-record, carrying each step's potentials, progress and reward (see ``rewards.process``), when it changed. A new
-record points at the one it supersedes (``supersedes_seq``); nothing stored is ever changed. A trajectory is final once the
-lab has answered it (and no retry is pending) or it ended before the lab (rejected, failed a rung, held). Each proxy
+Each iteration the node writes, for every trajectory not yet final whose reward or scores changed, one
+``RewardEstimated`` (provisional) or ``RewardFinalised`` (final) record carrying each step's criterion scores,
+potentials, progress and reward (see ``rewards.process``). Ledgers from before scores moved into the records also
+hold a ``Scored`` event per criterion and step; they are still read. A new record points at the one it supersedes
+(``supersedes_seq``); nothing stored is ever changed. A trajectory is final once the lab has answered it (and no retry is pending) or it ended before the lab (rejected, failed a rung, held). Each proxy
 rung's validity against the lab is re-estimated every iteration and recorded as ``RungValidated``.
 """
 
@@ -33,7 +33,7 @@ from ..spec import CampaignSpec
 from ..state import CampaignState
 from ..trajectory_fold import Outlook, Trajectory, TrajectoryFold, event_iteration
 
-__all__ = ["judge_call_records", "recompute_rewards", "recorded_judge_answers", "reward", "reward_records",
+__all__ = ["criterion_scores", "judge_call_records", "recompute_rewards", "recorded_judge_answers", "reward", "reward_records",
            "scored_iterations", "step_summary", "stored_rewards", "superseding_records", "trajectory_rewards"]
 
 
@@ -69,20 +69,31 @@ def stored_rewards(events: list[Event], before_iteration: int | None = None) -> 
     return out
 
 
-def _stored_scores(events: list[Event], before_iteration: int) -> dict[tuple, Event]:
-    out: dict[tuple, Event] = {}
-    for e in events:
-        p = e.payload
-        if e.type == Scored.type and p.get("trajectory") and p["iteration"] < before_iteration:
-            out[(p["trajectory"], p["stage"], p["subject"], p["criterion_id"])] = e
-    return out
-
-
 def step_summary(step) -> dict[str, Any]:
-    """A scored step as recorded in a reward record (JSON-safe; criterion scores are separate ``Scored`` events)."""
+    """A scored step as recorded in a reward record (JSON-safe), with each criterion's score, weight and reason."""
     return {"stage": step.stage, "subject": step.subject, "rubric": step.rubric, "is_vetoed": step.is_vetoed,
             "potential_before": step.potential_before, "potential_after": step.potential_after,
-            "progress": step.progress, "reward": step.reward}
+            "progress": step.progress, "reward": step.reward,
+            "scores": [{"criterion_id": s.criterion_id, "value": s.value, "weight": s.weight, "reason": s.reason}
+                       for s in step.scores]}
+
+
+def criterion_scores(events: list[Event]) -> list[dict[str, Any]]:
+    """Every criterion score the ledger holds, in ledger order, as flat dicts (``seq``, ``trajectory``, ``stage``,
+    ``subject``, ``criterion_id``, ``value``, ``weight``, ``reason``, ``is_provisional``, ``iteration``): the scores
+    inside reward records, and the ``Scored`` events of ledgers from before scores moved into them."""
+    out: list[dict[str, Any]] = []
+    for e in events:
+        p = e.payload
+        if e.type == Scored.type and p.get("trajectory"):
+            out.append({"seq": e.seq, **{k: p[k] for k in ("trajectory", "stage", "subject", "criterion_id", "value",
+                                                           "weight", "reason", "is_provisional", "iteration")}})
+        elif e.type in (RewardEstimated.type, RewardFinalised.type) and p.get("arm") is not None:
+            for step in p["steps"]:
+                out.extend({"seq": e.seq, "trajectory": p["subject"], "stage": step["stage"],
+                            "subject": step["subject"], **score, "is_provisional": e.type == RewardEstimated.type,
+                            "iteration": p["iteration"]} for score in step.get("scores", ()))
+    return out
 
 
 def reward_records(fold: TrajectoryFold, rubric, iteration: int) -> list[tuple[Any, str]]:
@@ -97,18 +108,6 @@ def reward_records(fold: TrajectoryFold, rubric, iteration: int) -> list[tuple[A
                                     success_threshold=look.threshold), f"it{iteration}:rung-validated:{rung}"))
     for t, r in scored:
         is_provisional = r.status == "provisional"
-        for step in r.steps:
-            for s in step.scores:
-                old = fold.previous_score(t, (step.stage, step.subject, s.criterion_id), iteration)
-                if old is not None and (old.payload["value"], old.payload["weight"], old.payload["is_provisional"],
-                                        old.payload["rubric_hash"]) == (s.value, s.weight, is_provisional,
-                                                                        rubric.content_hash):
-                    continue
-                items.append((Scored(iteration=iteration, stage=step.stage, subject=step.subject,
-                                     criterion_id=s.criterion_id, value=s.value, weight=s.weight,
-                                     is_provisional=is_provisional, supersedes_seq=old.seq if old else None,
-                                     reason=s.reason, trajectory=r.trajectory_id, **meta),
-                              f"it{iteration}:scored:{r.trajectory_id}:{step.stage}:{step.subject}:{s.criterion_id}"))
         old = fold.previous_reward(t, iteration)
         cls = RewardEstimated if is_provisional else RewardFinalised
         steps = [step_summary(step) for step in r.steps]
@@ -192,14 +191,9 @@ def recompute_rewards(events: list[Event], spec: CampaignSpec, rubric) -> dict[s
 
 def superseding_records(events: list[Event], recomputed: dict[str, Any], rubric) -> list[tuple[Any, str]]:
     """Records that make ``recomputed`` (from ``recompute_rewards``) the current rewards, each superseding the
-    stored record it replaces: criterion scores that differ, and every changed reward. Nothing is updated in place.
+    stored record it replaces: every reward whose value or scores changed. Nothing is updated in place.
     """
     stored = stored_rewards(events)
-    scores: dict[tuple, Event] = {}
-    for e in events:
-        p = e.payload
-        if e.type == Scored.type and p.get("trajectory"):
-            scores[(p["trajectory"], p["stage"], p["subject"], p["criterion_id"])] = e
     last = max(scored_iterations(events), default=0)
     meta = dict(rubric_id=rubric.id, rubric_version=rubric.version, rubric_hash=rubric.content_hash)
     tag = f"recompute:{rubric.content_hash[:16]}"
@@ -208,20 +202,6 @@ def superseding_records(events: list[Event], recomputed: dict[str, Any], rubric)
         old = stored.get(tid)
         iteration = old.payload["iteration"] if old is not None else last
         is_provisional = r.status == "provisional"
-        for step in r.steps:
-            for s in step.scores:
-                key = (tid, step.stage, step.subject, s.criterion_id)
-                previous = scores.get(key)
-                if previous is not None and (previous.payload["value"], previous.payload["weight"],
-                                             previous.payload["is_provisional"], previous.payload["rubric_hash"]) == (
-                        s.value, s.weight, is_provisional, rubric.content_hash):
-                    continue
-                items.append((Scored(iteration=iteration, stage=step.stage, subject=step.subject,
-                                     criterion_id=s.criterion_id, value=s.value, weight=s.weight,
-                                     is_provisional=is_provisional,
-                                     supersedes_seq=previous.seq if previous is not None else None, reason=s.reason,
-                                     trajectory=tid, **meta), f"{tag}:scored:{tid}:{step.stage}:{step.subject}:"
-                                                              f"{s.criterion_id}"))
         steps = [step_summary(step) for step in r.steps]
         if old is not None and old.payload["rubric_hash"] == rubric.content_hash \
                 and old.payload["reward"] == r.reward and old.payload["steps"] == steps:

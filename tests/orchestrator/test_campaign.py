@@ -6,6 +6,7 @@ import pytest
 
 from orchestrator.campaign import Campaign
 from orchestrator.ledger import verify
+from orchestrator.nodes.reward import criterion_scores
 from tests.conftest import BUCHWALD_SPEC, small_spec
 
 CAUSAL_ORDER = ["Proposed", "Simulated", "Dispatched", "Observed"]
@@ -27,7 +28,8 @@ def test_every_step_type_is_recorded(finished):
     _, _, events, _, _ = finished
     types = {e.type for e in events}
     assert {"CampaignStarted", "Proposed", "Simulated", "Promoted", "ApprovalRequested", "Approved", "Dispatched",
-            "Observed", "Scored", "SurrogateUpdated", "CampaignStopped"} <= types
+            "Observed", "RewardFinalised", "SurrogateUpdated", "CampaignStopped"} <= types
+    assert "Scored" not in types  # criterion scores travel inside the reward records
     assert events[0].type == "CampaignStarted" and events[-1].type == "CampaignStopped"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
@@ -41,8 +43,8 @@ def test_each_candidate_moves_in_causal_order(finished):
                 first_seq.setdefault(e.type, e.seq)
         seqs = [first_seq[t] for t in CAUSAL_ORDER]
         assert seqs == sorted(seqs), (job.candidate_id, first_seq)
-        outcome = [e.seq for e in events if e.type == "Scored" and e.payload["subject"] == job.job_key
-                   and e.payload["stage"] == "outcome"]
+        outcome = [s["seq"] for s in criterion_scores(events) if s["subject"] == job.job_key
+                   and s["stage"] == "outcome"]
         assert outcome and min(outcome) > first_seq["Observed"]
 
 
@@ -126,7 +128,7 @@ def test_escalation_decisions_carry_their_numbers(finished):
 
 def test_rewards_scored_per_step(finished):
     _, _, events, jobs, _ = finished
-    scored = [e.payload for e in events if e.type == "Scored"]
+    scored = criterion_scores(events)
     assert {s["stage"] for s in scored} == {"proposal", "screen", "dispatch", "outcome"}
     assert {s["criterion_id"] for s in scored} >= {"valid_candidate", "improves_best"}
     outcome_subjects = {s["subject"] for s in scored if s["stage"] == "outcome"}

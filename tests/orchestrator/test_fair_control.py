@@ -9,6 +9,7 @@ import pytest
 from orchestrator.campaign import Campaign
 from orchestrator.domain import Proposal
 from orchestrator.ledger import verify
+from orchestrator.nodes.reward import criterion_scores
 from orchestrator.nodes.plan import settle_conflicts
 from orchestrator.planners import register_planner
 from orchestrator.spec import validate_spec
@@ -117,8 +118,7 @@ def test_the_loser_of_a_coin_is_not_scored_as_abstaining(tmp_path):
         n_proposed = sum(e.type == "Proposed" and e.payload["iteration"] == iteration and e.payload["arm"] == loser
                          for e in events)
         assert offered[iteration].get(loser, 0) == n_proposed  # one proposal per slot: the lost slot is not offered
-    assert not [e for e in events if e.type == "Scored" and e.payload["criterion_id"] == "fills_lab_slots"
-                and e.payload["value"] < 0]
+    assert not [s for s in criterion_scores(events) if s["criterion_id"] == "fills_lab_slots" and s["value"] < 0]
 
 
 def test_control_share_zero_turns_the_control_off(tmp_path):

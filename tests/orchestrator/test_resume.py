@@ -51,7 +51,8 @@ class SimulatedCrash(BaseException):
     """Raised inside a node, like a kill: not an Exception, so nothing on the way catches it."""
 
 
-@pytest.mark.parametrize("event_type,nth", [("Dispatched", 2), ("Observed", 3), ("Observed", 6), ("Scored", 40)])
+@pytest.mark.parametrize("event_type,nth", [("Dispatched", 2), ("Observed", 3), ("Observed", 6),
+                                                     ("RewardEstimated", 12)])
 def test_crash_inside_a_node_then_resume(reference, db, monkeypatch, event_type, nth):
     """The process dies in the middle of a node, after some of its events are in the ledger; the rerun is exact."""
     from orchestrator.ledger import Ledger

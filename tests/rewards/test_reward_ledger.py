@@ -57,20 +57,21 @@ def test_provisional_scores_are_superseded_by_new_records_when_the_lab_answers_l
     observed = next(e for e in events if e.type == "Observed" and e.payload["job_key"] == dispatched.payload["job_key"])
     assert observed.payload["sim_time_s"] > dispatched.payload["sim_time_s"]  # the lab took simulated time
     assert estimate.seq < observed.seq < final.seq
-    # Each provisional criterion score of that trajectory has a final record pointing at it; the old one is intact.
-    provisional = [e for e in events if e.type == "Scored" and e.payload["trajectory"] == tid
-                   and e.payload["is_provisional"]]
-    assert provisional
-    superseders = {e.payload["supersedes_seq"]: e for e in events if e.type == "Scored"
-                   and e.payload["supersedes_seq"] is not None}
-    for old in provisional:
-        new = superseders[old.seq]
-        assert not new.payload["is_provisional"] and new.seq > observed.seq
-        assert (new.payload["trajectory"], new.payload["criterion_id"]) == (tid, old.payload["criterion_id"])
-        assert by_seq[old.seq].payload == old.payload  # never mutated
-    # The projection marks them superseded, and the report-facing rows count only the current ones.
-    rows = {row.seq: row for row in ledger.scores("rw")}
-    assert all(rows[old.seq].superseded_by_seq == superseders[old.seq].seq for old in provisional)
+    # The provisional record carried each criterion's score; the final one carries them all again, scored as final,
+    # and points at it. The old record is intact.
+    assert estimate.type == "RewardEstimated" and estimate.payload["steps"][0]["scores"]
+    old_scores = [(st["stage"], st["subject"], sc["criterion_id"]) for st in estimate.payload["steps"]
+                  for sc in st["scores"]]
+    new_scores = [(st["stage"], st["subject"], sc["criterion_id"]) for st in final.payload["steps"]
+                  for sc in st["scores"]]
+    assert set(old_scores) <= set(new_scores) and len(new_scores) > len(old_scores)  # the outcome step joined
+    # The projection marks the old record's scores superseded, and the report-facing rows count only the current ones.
+    rows = ledger.scores("rw")
+    old_rows = [row for row in rows if row.seq == estimate.seq]
+    assert len(old_rows) == len(old_scores) and all(row.is_provisional for row in old_rows)
+    assert all(row.superseded_by_seq == final.seq for row in old_rows)
+    new_rows = [row for row in rows if row.seq == final.seq]
+    assert len(new_rows) == len(new_scores) and not any(row.is_provisional or row.superseded_by_seq for row in new_rows)
     assert verify(ledger, "rw").is_identical
 
 

@@ -134,3 +134,51 @@ def test_the_fast_path_head_is_alembics_head(tmp_path):
     Ledger.open(tmp_path / "fresh.db").close()
     with sqlite3.connect(tmp_path / "fresh.db") as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == HEAD
+
+
+def _scored(seq_of_old: int | None, value: float, iteration: int):
+    from orchestrator.events import Scored
+
+    return Scored(iteration=iteration, stage="outcome", subject="c/1", rubric_id="r", rubric_version="1",
+                  criterion_id="improves", value=value, weight=1.0, is_provisional=seq_of_old is None,
+                  supersedes_seq=seq_of_old, trajectory="it1:bo:1")
+
+
+def _record(cls, supersedes: int | None, iteration: int):
+    steps = [{"stage": stage, "subject": "1", "scores": [{"criterion_id": c, "value": 0.5, "weight": 1.0, "reason": ""}
+                                                          for c in ("valid", "novel")]} for stage in ("proposal", "screen")]
+    return cls(iteration=iteration, subject="it2:bo:1", reward=0.5, arm="bo", candidate_id="1", rubric_id="r",
+               rubric_version="1", supersedes_seq=supersedes, steps=steps)
+
+
+def test_a_ledger_with_scored_events_migrates_and_reward_records_carry_their_scores(tmp_path):
+    """Revision 0004 re-keys the score table; old ``Scored`` events keep their rows (ordinal 0), a reward record
+    projects one row per criterion and step, and a superseding record marks every score of the old one."""
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from orchestrator.events import RewardEstimated, RewardFinalised
+    from orchestrator.migrations import alembic_config
+
+    db = tmp_path / "old.db"
+    ledger = Ledger.open(db)
+    ledger.append("c", started(), key="start")
+    first = ledger.append("c", _scored(None, 0.2, 1), key="s1")
+    ledger.append("c", _scored(first.seq, 0.9, 2), key="s2")
+    ledger.close()
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:  # back to the schema before scores moved into the records
+        command.downgrade(alembic_config(conn), "0003")
+    engine.dispose()
+
+    ledger = Ledger.open(db)  # upgrades to head
+    estimate = ledger.append("c", _record(RewardEstimated, None, 2), key="r1")
+    final = ledger.append("c", _record(RewardFinalised, estimate.seq, 3), key="r2")
+    rows = {(row.seq, row.ordinal): row for row in ledger.scores("c")}
+    assert rows[(first.seq, 0)].superseded_by_seq == first.seq + 1 and rows[(first.seq + 1, 0)].value == 0.9
+    assert [rows[(estimate.seq, k)].superseded_by_seq for k in range(4)] == [final.seq] * 4
+    assert [(rows[(final.seq, k)].stage, rows[(final.seq, k)].criterion_id) for k in range(4)] == [
+        ("proposal", "valid"), ("proposal", "novel"), ("screen", "valid"), ("screen", "novel")]
+    assert not any(rows[(final.seq, k)].is_provisional for k in range(4))
+    assert verify(ledger, "c").is_identical
+    ledger.close()
