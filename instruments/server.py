@@ -586,8 +586,18 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to any interface
 
 
-def check_exposure(host: str, token: str | None, *, is_tls: bool = False) -> None:
+def check_exposure(
+    host: str,
+    token: str | None,
+    *,
+    is_tls: bool = False,
+    exposes: str = "run jobs on the lab",
+    token_hint: str = f"set ${TOKEN_ENV} to a secret (clients pass the same one)",
+) -> None:
     """Refuse to serve a non-loopback interface without a token; warn when a token would cross the network in clear.
+
+    ``exposes`` says what anyone could do without a token and ``token_hint`` how to give one (``closedloop
+    dashboard`` shares this check with its own wording).
 
     Raises:
         SetupError: ``host`` is not a loopback address and ``token`` is None.
@@ -604,7 +614,7 @@ def check_exposure(host: str, token: str | None, *, is_tls: bool = False) -> Non
     if token is None:
         raise SetupError(
             f"--host {host} is reachable from other machines and no token is set, so anyone who can reach it could "
-            f"run jobs on the lab; set ${TOKEN_ENV} to a secret (clients pass the same one) or bind --host 127.0.0.1"
+            f"{exposes}; {token_hint} or bind --host 127.0.0.1"
         )
     if not is_tls:
         log.warning(

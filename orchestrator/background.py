@@ -8,6 +8,9 @@ thread until the campaign stops, waits for a human, or is asked to stop.
   is resumed and ``run(approval=answer)`` re-enters the graph's approve node, which records ``Approved`` (and a
   ``Rejected`` per denied job). The spec's policy decides, as it does for the CLI, whether there is anything to
   answer: a batch the policy approved never waits, and only the job keys the graph asked about can be approved.
+- **Failed lab jobs** under ``failure_policy = "ask"`` are answered the same way (``decide``), like the CLI's
+  retry/skip/abort prompt: ``run(approval=decision)`` re-enters the graph's recover node, which records one
+  ``FailureHandled`` per job. Only a graph that waits for that decision can get one, and only about the jobs it names.
 - **Stopping** is cooperative: the run finishes the node it is in and lets go of the campaign. The checkpoint is
   saved after every node, so the ledger stays consistent, and ``resume`` continues from where it stopped.
 
@@ -44,7 +47,19 @@ if TYPE_CHECKING:
     from .ledger import Ledger
     from .spec import CampaignSpec
 
-__all__ = ["BackgroundRun", "BackgroundRuns", "NotAwaitingApproval", "RunState", "pending_approval"]
+__all__ = [
+    "FAILURE_ACTIONS",
+    "BackgroundRun",
+    "BackgroundRuns",
+    "FailureAction",
+    "NotAwaitingApproval",
+    "NotAwaitingDecision",
+    "RunState",
+    "check_approval",
+    "check_decision",
+    "pending_approval",
+    "pending_failure_decision",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +71,17 @@ the approve node waits for an answer; ``awaiting_decision``: failed lab jobs wai
 
 _ACTIVE: frozenset[str] = frozenset({"starting", "running", "stopping"})
 
+FailureAction = Literal["retry", "skip", "abort"]
+"""What a human may decide about a failed lab job (the recover node's actions)."""
+FAILURE_ACTIONS: tuple[str, ...] = ("retry", "skip", "abort")
+
 
 class NotAwaitingApproval(SetupError):
     """An approval was given to a campaign whose graph is not waiting for one."""
+
+
+class NotAwaitingDecision(SetupError):
+    """A retry/skip/abort decision was given to a campaign whose graph is not waiting for one."""
 
 
 class _StopRequested(Exception):
@@ -105,7 +128,8 @@ class BackgroundRun:
         if self._stop.is_set():
             raise _StopRequested
 
-    def _drive(self, open_campaign: Callable[[], Campaign], approval: Any) -> None:
+    def _drive(self, open_campaign: Callable[[], Campaign], approval: Any,
+               check: Callable[[Campaign, Any], None] | None = None) -> None:
         try:
             campaign = open_campaign()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller, who waits on _ready
@@ -114,8 +138,8 @@ class BackgroundRun:
             return
         try:
             with campaign:
-                if approval is not None:
-                    check_approval(campaign, approval)  # before anything is written, like the lease
+                if approval is not None and check is not None:
+                    check(campaign, approval)  # before anything is written, like the lease
                 with self._lock:
                     if self.state == "starting":
                         self.state = "running"
@@ -173,6 +197,27 @@ def check_approval(campaign: Campaign, approval: bool | list[str]) -> None:
                                       f"{campaign.campaign_id!r}; approve some of {question['job_keys']}")
 
 
+def check_decision(campaign: Campaign, decision: str | dict[str, str]) -> None:
+    """Refuse a decision the campaign's graph did not ask for: no failed jobs waiting, an action other than retry,
+    skip or abort, or job keys it did not name (the recover node would silently skip unknown actions and keys)."""
+    question = campaign.pending_interrupt
+    if question is None or "failures" not in question:
+        what = "is not waiting for a decision" if question is None else "waits for an approval of a lab batch"
+        raise NotAwaitingDecision(
+            f"campaign {campaign.campaign_id!r} {what}; there are no failed lab jobs to decide on (the spec's "
+            f"failure policy is {campaign.spec.lab.failure_policy!r}; only 'ask' leaves the decision to a human)")
+    actions = [decision] if isinstance(decision, str) else list(decision.values())
+    bad = [a for a in actions if a not in FAILURE_ACTIONS]
+    if bad or not actions:
+        raise NotAwaitingDecision(f"decide {list(FAILURE_ACTIONS)} for failed lab jobs, not {bad or actions}")
+    if isinstance(decision, dict):
+        waiting = [f["job_key"] for f in question["failures"]]
+        unknown = [k for k in decision if k not in set(waiting)]
+        if unknown:
+            raise NotAwaitingDecision(f"job keys {unknown} are not among the failed jobs campaign "
+                                      f"{campaign.campaign_id!r} waits on; decide on some of {waiting}")
+
+
 def pending_approval(ledger: Ledger, campaign_id: str) -> dict[str, Any] | None:
     """The lab batch a campaign last asked approval for and has no answer to, from its ledger alone (or None).
 
@@ -187,6 +232,26 @@ def pending_approval(ledger: Ledger, campaign_id: str) -> dict[str, Any] | None:
         return None
     return {"iteration": iteration, "job_keys": requested.payload["job_keys"], "policy": requested.payload["policy"],
             "requested_seq": requested.seq}
+
+
+def pending_failure_decision(ledger: Ledger, campaign_id: str) -> dict[str, Any] | None:
+    """The failed lab jobs of a campaign under ``failure_policy = "ask"`` that no ``FailureHandled`` answers yet, from
+    its ledger alone (or None).
+
+    As with ``pending_approval``, a running campaign's recover node may be about to ask; the graph's checkpoint, which
+    ``decide`` consults, is the authority.
+    """
+    from .resume_policy import recorded_spec
+
+    if recorded_spec(ledger, campaign_id).lab.failure_policy != "ask":
+        return None
+    handled = {e.payload["job_key"] for e in ledger.events(campaign_id, types=["FailureHandled"])}
+    failed = [j for j in ledger.lab_jobs(campaign_id) if j.status == "failed" and j.job_key not in handled]
+    if not failed:
+        return None
+    observed = {e.payload["job_key"]: e.payload for e in ledger.events_at(campaign_id, [j.observed_seq for j in failed])}
+    return {"failures": [{"job_key": j.job_key, "candidate_id": j.candidate_id,
+                          "reason": observed.get(j.job_key, {}).get("reason")} for j in failed]}
 
 
 class BackgroundRuns:
@@ -231,7 +296,18 @@ class BackgroundRuns:
 
         if approval is None:
             raise ValueError("give True, False or a list of job keys")
-        return self._launch(campaign_id, lambda: Campaign.resume(campaign_id, db=self.db), approval=approval)
+        return self._launch(campaign_id, lambda: Campaign.resume(campaign_id, db=self.db), approval=approval,
+                            check=check_approval)
+
+    def decide(self, campaign_id: str, decision: FailureAction | dict[str, FailureAction]) -> BackgroundRun:
+        """Answer failed lab jobs the campaign waits on (one action for all, or job key -> action) and keep driving;
+        returns once the recover node has recorded the ``FailureHandled`` events."""
+        from .campaign import Campaign
+
+        if not decision:
+            raise ValueError("give retry, skip, abort or a mapping of job key to one of them")
+        return self._launch(campaign_id, lambda: Campaign.resume(campaign_id, db=self.db), approval=decision,
+                            check=check_decision)
 
     def stop(self, campaign_id: str, *, timeout_s: float = 120.0) -> BackgroundRun:
         """Ask a run to stop after the node it is in, and wait up to ``timeout_s`` for it to let go of the campaign."""
@@ -248,14 +324,15 @@ class BackgroundRuns:
         for run in active:
             run.join(timeout_s)
 
-    def _launch(self, campaign_id: str, open_campaign: Callable[[], Campaign], approval: Any = None) -> BackgroundRun:
+    def _launch(self, campaign_id: str, open_campaign: Callable[[], Campaign], approval: Any = None,
+                check: Callable[[Campaign, Any], None] | None = None) -> BackgroundRun:
         with self._lock:
             current = self._runs.get(campaign_id)
             if current is not None and current.is_active:
                 raise SetupError(f"campaign {campaign_id!r} is already running in this server ({current.state}); "
                                  f"poll its status, or stop it first")
             run = BackgroundRun(campaign_id)
-            run._thread = threading.Thread(target=run._drive, args=(open_campaign, approval),
+            run._thread = threading.Thread(target=run._drive, args=(open_campaign, approval, check),
                                            name=f"closedloop-{campaign_id}", daemon=True)
             self._runs[campaign_id] = run
         run._thread.start()

@@ -285,6 +285,28 @@ def mcp_command(db: DbOption = "closedloop.db") -> None:
     serve(db)  # a missing mcp package escapes as one error line (cli_main)
 
 
+@app.command()
+def dashboard(
+    db: DbOption = "closedloop.db",
+    host: Annotated[str, typer.Option(help="interface to bind; another than loopback needs --token")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0 picks a free one)")] = 8765,
+    token: Annotated[str | None, typer.Option(envvar="CLOSEDLOOP_DASHBOARD_TOKEN", show_envvar=True,
+                                              help="secret every request must carry (open the page once with ?token=...)")] = None,
+) -> None:
+    """Serve a live web view of a ledger's campaigns, with buttons to approve lab batches and decide on failed jobs.
+
+    Needs the dashboard extra: pip install "closedloop\\[dashboard]".
+    """
+    from .dashboard import serve
+
+    if "://" not in db and not Path(db).exists():
+        _fail(f"no ledger database at {db}; run a campaign first or pass --db PATH")
+    try:
+        serve(db, host=host, port=port, token=token or None)
+    except ClosedLoopError as exc:
+        _fail(str(exc))
+
+
 # --------------------------------------------------------------------------------------------------- lab
 lab_app = typer.Typer(help="Serve a lab over HTTP.", no_args_is_help=True)
 app.add_typer(lab_app, name="lab")

@@ -5,9 +5,10 @@ The server is the ``mcp`` package's ``MCPServer`` (FastMCP before mcp 2; ``pip i
 tools are thin: reads go to the ledger, and everything that drives a campaign goes through
 ``orchestrator.background``, which opens campaigns as ``closedloop run`` does and drives them in background threads,
 so a long campaign never blocks the stdio server. An agent starts a campaign, polls ``campaign_status`` or
-``campaign_timeline``, answers ``approve_dispatch`` / ``reject_dispatch`` when the approve node waits, and reads
-``campaign_report`` at the end. Approval takes the CLI's own path (resume, then ``run(approval=...)``), so the spec's
-approval policy governs MCP exactly as it governs ``closedloop run --approve``.
+``campaign_timeline``, answers ``approve_dispatch`` / ``reject_dispatch`` when the approve node waits and
+``decide_failed_jobs`` (retry, skip or abort) when failed lab jobs wait for a human, and reads ``campaign_report`` at
+the end. Answers take the CLI's own path (resume, then ``run(approval=...)``), so the spec's approval and failure
+policies govern MCP exactly as they govern ``closedloop run``.
 
 Tool errors (a bad spec, an unknown campaign, nothing to approve, a campaign another process runs) come back as MCP
 tool errors whose text is the closedloop message, with its fix.
@@ -17,7 +18,7 @@ Example:
     >>> server = build_server(":memory:")
     >>> [tool.name for tool in asyncio.run(server.list_tools())]  # doctest: +NORMALIZE_WHITESPACE
     ['list_campaigns', 'start_campaign', 'resume_campaign', 'stop_campaign', 'campaign_status', 'campaign_timeline',
-     'approve_dispatch', 'reject_dispatch', 'campaign_report']
+     'approve_dispatch', 'reject_dispatch', 'decide_failed_jobs', 'campaign_report']
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ import json
 import logging
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from .background import BackgroundRuns, pending_approval
+from .background import BackgroundRuns, pending_approval, pending_failure_decision
 from .domain import ClosedLoopError, import_optional
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ INSTRUCTIONS = (
     "closedloop runs closed-loop lab campaigns (plan, simulate, approve, dispatch to a lab, learn). Start one with "
     "start_campaign (it runs in the background) and poll campaign_status until its run state is finished, "
     "awaiting_approval or paused; campaign_timeline(after_seq=...) reads new ledger events incrementally. When a "
-    "batch awaits approval, approve_dispatch (all, or some job_keys) or reject_dispatch answers it. stop_campaign "
+    "batch awaits approval, approve_dispatch (all, or some job_keys) or reject_dispatch answers it; when failed lab "
+    "jobs await a decision (awaiting_decision), decide_failed_jobs answers retry, skip or abort. stop_campaign "
     "pauses a campaign cleanly; resume_campaign continues it. campaign_report summarises one."
 )
 
@@ -103,6 +105,8 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
             "run": None if run is None else run.as_dict(),
             "pending_approval": None if is_running_here or row.status == "stopped"
             else pending_approval(ledger, campaign_id),
+            "pending_failures": None if is_running_here or row.status == "stopped"
+            else pending_failure_decision(ledger, campaign_id),
         })
 
     @server.tool()
@@ -227,6 +231,31 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
         """Deny the whole lab batch a campaign waits on (its candidates are rejected for good; retries are skipped)
         and keep running the campaign in the background."""
         return answer(campaign_id, False)
+
+    @server.tool()
+    def decide_failed_jobs(
+        campaign_id: str,
+        action: Annotated[Literal["retry", "skip", "abort"] | None, Field(
+            description="one decision for every failed job the campaign waits on")] = None,
+        actions: Annotated[dict[str, Literal["retry", "skip", "abort"]] | None, Field(
+            description="a decision per job key instead (jobs left out are skipped)")] = None,
+    ) -> dict[str, Any]:
+        """Decide what happens to the failed lab jobs a campaign waits on (lab failure_policy 'ask'): retry them
+        (under a new job key, up to the spec's max_retries; beyond it they are skipped), skip them, or abort the
+        campaign; then keep running it in the background. As with `closedloop run`'s retry/skip/abort prompt, each
+        decision is recorded as a FailureHandled event decided by a human."""
+        if (action is None) == (actions is None):
+            raise ToolError("give either action (one decision for all failed jobs) or actions (per job key)")
+        known(campaign_id)
+        before = ledger.count_events(campaign_id, "FailureHandled")
+        with closedloop_errors():
+            run = runs.decide(campaign_id, action if action is not None else dict(actions))
+        recorded = ledger.read_events(campaign_id, ["FailureHandled"])[before:]
+        result = status(campaign_id)
+        result["decided"] = _jsonable([e.payload for e in recorded])
+        if run.state == "failed":
+            result["error"] = run.error
+        return result
 
     @server.tool()
     def campaign_report(

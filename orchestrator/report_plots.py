@@ -1,4 +1,5 @@
-"""The report's plots: each function takes plain data, draws one PNG with matplotlib's Agg canvas and returns its path.
+"""The report's plots: each function takes plain data, draws one PNG with matplotlib's Agg canvas and returns its path
+(or writes it into a binary file object, as the dashboard does, and returns that).
 
 No pyplot: figures are built on ``matplotlib.figure.Figure`` with an explicit Agg canvas, so drawing a report never
 changes the backend of a notebook or another caller, and works without a display. Times are in hours.
@@ -14,14 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .domain import import_optional
 
-__all__ = ["arm_colours", "plot_best_so_far", "plot_funnel", "plot_gantt", "plot_rewards"]
+__all__ = ["PlotTarget", "arm_colours", "plot_best_so_far", "plot_funnel", "plot_gantt", "plot_rewards"]
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 _DPI = 110
+
+PlotTarget = str | Path | IO[bytes]
+"""Where a plot goes: a file path, or a binary file object (``io.BytesIO``) for a caller that serves the bytes."""
 
 BestCurve = Sequence[tuple[int, float, float | None]]
 """(n-th lab experiment of the arm, lab time in hours, best objective value so far or None before any success)."""
@@ -42,8 +46,8 @@ def _figure(width: float, height: float, n_columns: int = 1):
     return figure, list(axes)
 
 
-def _save(figure, path: str | Path) -> Path:
-    target = Path(path)
+def _save(figure, path: PlotTarget):
+    target = path if hasattr(path, "write") else Path(path)
     figure.savefig(target, dpi=_DPI, format="png")
     return target
 
@@ -56,13 +60,13 @@ def _no_data(ax, text: str) -> None:
 
 def plot_best_so_far(
     curves: Mapping[str, BestCurve],
-    path: str | Path,
+    path: PlotTarget,
     *,
     arms: Sequence[str],
     value_label: str,
     reference_lines: Mapping[str, float] | None = None,
     band: tuple[float, float] | None = None,
-) -> Path:
+) -> Path | IO[bytes]:
     """Best value so far per arm, against the arm's lab experiments (left) and against lab time (right).
 
     Args:
@@ -105,7 +109,7 @@ def plot_best_so_far(
     return _save(figure, path)
 
 
-def plot_funnel(stages: Sequence[tuple[str, Mapping[str, int]]], path: str | Path) -> Path:
+def plot_funnel(stages: Sequence[tuple[str, Mapping[str, int]]], path: PlotTarget) -> Path | IO[bytes]:
     """Candidates that reached each stage (proposed, each rung, lab), stacked by arm, first stage on top."""
     figure, (ax,) = _figure(7.0, 0.6 * max(len(stages), 2) + 1.2)
     if not stages:
@@ -153,11 +157,11 @@ def _lanes(rows: Sequence[tuple[str, str, float, float]]) -> tuple[list[tuple[in
 def plot_gantt(
     rows: Sequence[tuple[str, str, float, float]],
     job_arms: Mapping[str, str],
-    path: str | Path,
+    path: PlotTarget,
     *,
     arms: Sequence[str],
     title: str = "lab stations",
-) -> Path:
+) -> Path | IO[bytes]:
     """Busy intervals per station, one lane per concurrently busy slot, coloured by the arm that owns the job.
 
     Args:
@@ -186,7 +190,7 @@ def plot_gantt(
     return _save(figure, path)
 
 
-def plot_rewards(series: Mapping[str, Sequence[tuple[int, float]]], path: str | Path) -> Path:
+def plot_rewards(series: Mapping[str, Sequence[tuple[int, float]]], path: PlotTarget) -> Path | IO[bytes]:
     """Mean weighted reward per subject over the iterations, one line per stage.
 
     Args:

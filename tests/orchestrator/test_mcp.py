@@ -24,7 +24,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 TOOLS = {"list_campaigns", "start_campaign", "resume_campaign", "stop_campaign", "campaign_status",
-         "campaign_timeline", "approve_dispatch", "reject_dispatch", "campaign_report"}
+         "campaign_timeline", "approve_dispatch", "reject_dispatch", "decide_failed_jobs",
+         "campaign_report"}
 
 
 @asynccontextmanager
@@ -219,3 +220,56 @@ def test_without_the_mcp_package_the_command_is_one_error_line(tmp_path):
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: closedloop mcp needs mcp, which is not installed")
     assert line.endswith('install it with pip install "closedloop[mcp]"')
+
+
+def failing_spec(tmp_path: Path) -> Path:
+    """The Buchwald–Hartwig spec on a lab whose readings often go bad, with failed jobs left to a human."""
+    text = BUCHWALD_SPEC.read_text().replace('pool = "data/', f'pool = "{BUCHWALD_SPEC.parent}/data/')
+    text = text.replace('[lab]\n', '[lab]\nfailure_policy = "ask"\ntolerated_failure_rate = 1.0\nmax_retries = 1\n'
+                                   'parameters = { faults = { bad_reading_probability = 0.5 } }\n', 1)
+    spec = tmp_path / "failing.toml"
+    spec.write_text(text)
+    return spec
+
+
+def test_failed_lab_jobs_are_decided_through_mcp_under_the_clis_policy(tmp_path):
+    db = tmp_path / "fail.db"
+
+    async def agent():
+        async with mcp_session(db) as session:
+            await call(session, "start_campaign", spec=str(failing_spec(tmp_path)), planner="random",
+                       control_share=0, lab_budget=8, campaign_id="fail")
+            waiting = await poll(session, "fail", {"awaiting_decision", "finished"})
+            failures = waiting["run"]["question"]["failures"]
+            not_asked = await call_error(session, "approve_dispatch", campaign_id="fail")
+            typo = await call_error(session, "decide_failed_jobs", campaign_id="fail",
+                                    actions={failures[0]["job_key"] + "x": "retry"})
+            both = await call_error(session, "decide_failed_jobs", campaign_id="fail", action="skip",
+                                    actions={failures[0]["job_key"]: "retry"})
+            retried = await call(session, "decide_failed_jobs", campaign_id="fail", action="retry")
+            status = await poll(session, "fail", {"awaiting_decision", "finished"})
+            while status["run"]["state"] != "finished":
+                await call(session, "decide_failed_jobs", campaign_id="fail", action="skip")
+                status = await poll(session, "fail", {"awaiting_decision", "finished"})
+            too_late = await call_error(session, "decide_failed_jobs", campaign_id="fail", action="retry")
+            return waiting, failures, not_asked, typo, both, retried, status, too_late
+
+    waiting, failures, not_asked, typo, both, retried, status, too_late = anyio.run(agent)
+    assert waiting["run"]["state"] == "awaiting_decision" and failures
+    assert all("bad reading" in f["reason"] for f in failures)
+    assert "waits for a decision on failed lab jobs" in not_asked
+    assert "are not among the failed jobs" in typo
+    assert "either action" in both
+    # the answers are the recover node's own events, decided by a human, as the CLI's retry/skip/abort prompt records
+    handled = types_of(db, "fail", "FailureHandled")
+    assert {h["decided_by"] for h in handled} == {"human"}
+    first = [h for h in handled if h["job_key"] in {f["job_key"] for f in failures}]
+    assert [h["action"] for h in first] == ["retry"] * len(failures)
+    assert retried["decided"] == first
+    retries = {d["job_key"] for d in types_of(db, "fail", "Dispatched")}
+    assert all(f"{f['job_key']}/retry2" in retries for f in failures)  # a retry is a new job key
+    assert status["status"] == "stopped"
+    assert "is not waiting for a decision" in too_late
+    ledger = Ledger.open(db)
+    assert verify(ledger, "fail").is_identical
+    ledger.close()

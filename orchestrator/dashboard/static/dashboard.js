@@ -1,0 +1,35 @@
+// Live updates: the server's event stream says *that* something changed; htmx fetches the new panels.
+// Plots cost the server a drawing each, so they follow at most every PLOT_INTERVAL_MS, and always after the last change.
+(function () {
+  const PLOT_INTERVAL_MS = 4000;
+  const body = document.body;
+  const url = body.dataset.events;
+  if (!url || !window.EventSource) return;
+  const live = document.getElementById("live");
+  const source = new EventSource(url);
+  let nLlmCalls = null;
+  let plotTimer = null;
+  let isPlotPending = false;
+
+  function plotsChanged() {
+    if (plotTimer !== null) { isPlotPending = true; return; }
+    htmx.trigger(body, "plots-changed");
+    plotTimer = setTimeout(() => {
+      plotTimer = null;
+      if (isPlotPending) { isPlotPending = false; plotsChanged(); }
+    }, PLOT_INTERVAL_MS);
+  }
+
+  source.onopen = () => live && live.classList.add("on");
+  source.onerror = () => live && live.classList.remove("on");
+  source.addEventListener("campaigns", () => htmx.trigger(body, "campaigns-changed"));
+  source.addEventListener("campaign", (event) => {
+    const data = JSON.parse(event.data);
+    htmx.trigger(body, "campaign-changed");
+    plotsChanged();
+    if (data.n_llm_calls !== nLlmCalls) {
+      if (nLlmCalls !== null) htmx.trigger(body, "llm-changed");
+      nLlmCalls = data.n_llm_calls;
+    }
+  });
+})();
