@@ -35,6 +35,7 @@ EXPECTED_TEXT = {
         "test_fault_surfaces_as_a_failed_result",  # the contract table lists the fault test (faulty_driver_factory)
         "campaign finished: lab budget used: 10 of 10 experiments",  # the campaign ran to the SMOKE_TEST budget
         "plate_reader 0.1.0",  # the summary names the plugged-in driver
+        "instruments.adapters.sila2_driver:Sila2Driver",  # the lab-software adapters, listed from their entry points
         "registered drivers after clean-up: http, madsci, pylabrobot, recorded, sila2, simlab",
     ],
     "03_replay_experiment_logs.ipynb": [

@@ -117,9 +117,10 @@ def test_the_dashboard_shows_a_running_campaign_and_approves_from_the_page(tmp_p
             page.screenshot(path=ARTIFACTS / "campaign_awaiting_approval.png", full_page=True)
 
             # Approve in the page: the approve node records the answer, as `--approve all` and MCP would
+            # (the page's "answer recorded" note is transient: the next live refresh of the panel replaces it, so the
+            # ledger is what the test waits for)
             page.click("#approve")
-            expect(page.locator("#answer-message")).to_contain_text("answer recorded", timeout=120_000)
-            [approved] = wait_for(lambda: ledger_events(db, "watched", "Approved"), timeout_s=30, what="Approved")
+            [approved] = wait_for(lambda: ledger_events(db, "watched", "Approved"), timeout_s=180, what="Approved")
             assert approved["job_keys"] == requested["job_keys"] and approved["denied_keys"] == []
             assert approved["approved_by"] == "human" and approved["policy"] == "interrupt"
 
