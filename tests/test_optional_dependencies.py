@@ -243,3 +243,17 @@ def test_python_dash_m_still_runs_the_cli(tmp_path):
     result = _run_hidden(tmp_path, [], [sys.executable, "-m", "orchestrator.cli", "ls", "--db", str(tmp_path / "no.db")])
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().startswith("error: no ledger database at"), result.stderr
+
+
+def test_env_serve_without_openenv_is_one_error_line(tmp_path):
+    result = _run_hidden(tmp_path, ["openenv"], [sys.executable, "-m", "orchestrator.cli", "env", "serve",
+                                                 str(FREESOLV_SPEC), "--port", "0"])
+    assert_one_error_line(result, "the OpenEnv environment needs openenv, which is not installed; "
+                                  'install it with pip install "closedloop[openenv]"')
+
+
+def test_the_verifiers_taskset_without_verifiers_names_its_extra(tmp_path):
+    code = "import closedloop\ntry:\n    closedloop.CampaignTaskset\nexcept Exception as exc:\n    print(exc)\n"
+    result = _run_hidden(tmp_path, ["verifiers"], [sys.executable, "-c", code])
+    assert result.stdout.strip() == ('the verifiers taskset needs verifiers, which is not installed; '
+                                     'install it with pip install "closedloop[verifiers]"'), result.stderr

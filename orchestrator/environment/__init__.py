@@ -5,7 +5,8 @@ actions and observations, and the fixed success bar. Adapters to training librar
 Importing this package registers the ``env`` planner arm, the policy's seat in the campaign.
 """
 
-from .actions import Action, InvalidAction, ProposeAction, QuerySurrogateAction, RunRungAction, parse_action
+from .actions import (Action, InvalidAction, ProposeAction, QueryLedgerAction, QuerySurrogateAction, RunRungAction,
+                      parse_action)
 from .arm import ARM, EnvironmentPlanner
 from .core import CampaignEnvironment, EnvironmentState, StepResult
 from .observation import Budget, EnvironmentObservation, LabResult, ObjectiveView, OfferedCandidate, RungResult
@@ -24,6 +25,7 @@ __all__ = [
     "ObjectiveView",
     "OfferedCandidate",
     "ProposeAction",
+    "QueryLedgerAction",
     "QuerySurrogateAction",
     "RunRungAction",
     "RungResult",

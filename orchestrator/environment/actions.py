@@ -3,6 +3,8 @@
 - ``ProposeAction``: candidates from the offer (labels ``o03`` or pool ids) for the lab slots, with a hypothesis.
 - ``RunRungAction``: run one rung of the campaign's ladder on one candidate (recorded as ``Simulated``).
 - ``QuerySurrogateAction``: the surrogate's mean and sd for candidates.
+- ``QueryLedgerAction``: what the campaign's ledger holds so far (proposals, lab results, rung results), newest
+  last; it shows what was measured and proposed, never the ground truth.
 
 Actions arrive as these models, as dicts or as JSON text (a language model's reply); ``parse_action`` turns each
 into a model or raises ``InvalidAction`` saying what is wrong and how to fix it.
@@ -21,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..domain import ClosedLoopError
 
-__all__ = ["Action", "InvalidAction", "ProposeAction", "QuerySurrogateAction", "RunRungAction", "parse_action"]
+__all__ = ["Action", "InvalidAction", "ProposeAction", "QueryLedgerAction", "QuerySurrogateAction", "RunRungAction",
+           "parse_action"]
 
 
 class InvalidAction(ClosedLoopError):
@@ -52,14 +55,22 @@ class QuerySurrogateAction(_Action):
     candidate_ids: list[str] = Field(min_length=1, max_length=64, description="offer labels or pool ids")
 
 
-Action = Annotated[ProposeAction | RunRungAction | QuerySurrogateAction, Field(discriminator="type")]
+class QueryLedgerAction(_Action):
+    type: Literal["query_ledger"] = "query_ledger"
+    what: Literal["summary", "proposals", "lab_results", "rung_results"] = Field(
+        default="summary", description="summary: counts and the best lab result; the others list records")
+    limit: int = Field(default=20, ge=1, le=200, description="the newest records to return")
+
+
+Action = Annotated[ProposeAction | RunRungAction | QuerySurrogateAction | QueryLedgerAction,
+                   Field(discriminator="type")]
 _ADAPTER: TypeAdapter = TypeAdapter(Action)
 _EXAMPLE = '{"type": "propose", "candidate_ids": ["o00"], "hypothesis": "..."}'
 
 
-def parse_action(raw: Any) -> ProposeAction | RunRungAction | QuerySurrogateAction:
+def parse_action(raw: Any) -> ProposeAction | RunRungAction | QuerySurrogateAction | QueryLedgerAction:
     """An action model from a model, a dict or JSON text; ``InvalidAction`` otherwise."""
-    if isinstance(raw, ProposeAction | RunRungAction | QuerySurrogateAction):
+    if isinstance(raw, ProposeAction | RunRungAction | QuerySurrogateAction | QueryLedgerAction):
         return raw
     if isinstance(raw, str):
         try:
@@ -72,5 +83,5 @@ def parse_action(raw: Any) -> ProposeAction | RunRungAction | QuerySurrogateActi
         return _ADAPTER.validate_python(raw)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'action'}: {e['msg']}" for e in exc.errors())
-        raise InvalidAction(f"invalid action ({problems}); the types are 'propose', 'run_rung' and "
-                            f"'query_surrogate', e.g. {_EXAMPLE}") from None
+        raise InvalidAction(f"invalid action ({problems}); the types are 'propose', 'run_rung', "
+                            f"'query_surrogate' and 'query_ledger', e.g. {_EXAMPLE}") from None

@@ -4,7 +4,7 @@ Each episode is a real campaign (``Campaign.start``: pool, rungs, SimLab, rubric
 arm is the policy (``arm.EnvironmentPlanner``) and which has no control arm. The graph runs until the plan node
 asks the policy; a proposal resumes it through validate → screen → approve → dispatch → observe → reward → learn →
 decide, on simulated lab time, until the plan node asks again or the campaign stops. Tool calls (run a rung, query
-the surrogate) are answered while the graph waits. Every step is recorded as ``EnvironmentStep`` in the ledger
+the surrogate, query the ledger) are answered while the graph waits. Every step is recorded as ``EnvironmentStep`` in the ledger
 beside the campaign's own events, so an episode replays and exports like any campaign.
 
 Rewards (``rewards.process.shaped_reward``): the episode's potential Φ is the sum of its trajectories' current
@@ -37,11 +37,12 @@ from typing import Any
 import numpy as np
 
 from ..domain import SetupError
-from ..events import EnvironmentStep, Observed, RewardEstimated, RewardFinalised, Simulated
+from ..events import EnvironmentStep, Observed, Proposed, RewardEstimated, RewardFinalised, Simulated
 from ..pool import describe
 from ..seeding import derive_rng
 from ..spec import CampaignSpec, load_spec, validate_spec
-from .actions import InvalidAction, ProposeAction, QuerySurrogateAction, RunRungAction, parse_action
+from .actions import (InvalidAction, ProposeAction, QueryLedgerAction, QuerySurrogateAction, RunRungAction,
+                      parse_action)
 from .arm import ARM, EnvironmentPlanner
 from .observation import Budget, EnvironmentObservation, LabResult, ObjectiveView, OfferedCandidate, RungResult
 from .success import SuccessBar, fix_success_bar
@@ -162,6 +163,8 @@ class CampaignEnvironment:
                 self._propose(parsed)
             elif isinstance(parsed, RunRungAction):
                 tool_result = self._run_rung(parsed)
+            elif isinstance(parsed, QueryLedgerAction):
+                tool_result = self._query_ledger(parsed)
             else:
                 tool_result = self._query_surrogate(parsed)
         except InvalidAction as exc:
@@ -261,6 +264,32 @@ class CampaignEnvironment:
             return {"note": "no surrogate yet: it is fitted after two lab results", "predictions": []}
         return {"predictions": [{"candidate_id": cid, "mean": m, "sd": s}
                                 for cid, (m, s) in zip(ids, predictions, strict=True)]}
+
+    def _query_ledger(self, action: QueryLedgerAction) -> dict[str, Any]:
+        """The episode's own records from the ledger, newest last: what was proposed, measured and computed."""
+        ctx = self.campaign.ctx
+        pool = ctx.pool
+        if action.what == "proposals":
+            rows = [{"iteration": p["iteration"], "candidate_id": p["candidate_id"],
+                     "text": describe(pool.get(p["candidate_id"])), "hypothesis": p.get("hypothesis", ""),
+                     "expected": p.get("expected")}
+                    for p in (e.payload for e in ctx.ledger.events(ctx.campaign_id, types=[Proposed.type]))]
+            return {"what": "proposals", "n_total": len(rows), "records": rows[-action.limit:]}
+        observation = self._last or self._observe()
+        if action.what == "lab_results":
+            rows = [r.model_dump() for r in observation.lab_results]
+            return {"what": "lab_results", "n_total": len(rows), "records": rows[-action.limit:]}
+        if action.what == "rung_results":
+            rows = [r.model_dump() for r in observation.rung_results]
+            return {"what": "rung_results", "n_total": len(rows), "records": rows[-action.limit:]}
+        values = [r for r in observation.lab_results if r.value is not None]
+        objective = self.spec.objective
+        best = max(values, key=lambda r: objective.utility(r.value)) if values else None
+        return {"what": "summary", "n_proposed": len(ctx.ledger.events(ctx.campaign_id, types=[Proposed.type])),
+                "n_lab_results": len(observation.lab_results), "n_lab_failed": len(observation.lab_results) - len(values),
+                "n_rung_results": len(observation.rung_results),
+                "best": best.model_dump() if best is not None else None,
+                "lab_experiments_left": observation.budget.lab_experiments_left}
 
     # ------------------------------------------------------------------------------------------------ reading
     def _iteration(self) -> int:

@@ -109,6 +109,7 @@ class EnvironmentObservation(_Frozen):
             lines.append(f"  {c.label}: {c.text} [{guess}]")
         tools = "query_surrogate(candidate_ids)" + (f", run_rung(rung in {list(self.rungs)}, candidate_id)"
                                                     if self.rungs else "")
+        tools += ", query_ledger(what in ['summary', 'proposals', 'lab_results', 'rung_results'])"
         lines.append(f"Propose {self.n_to_propose} candidate(s) from the offer as JSON, e.g. "
                      '{"type": "propose", "candidate_ids": ["o00"], "hypothesis": "why"}; '
                      f"or call a tool: {tools}.")

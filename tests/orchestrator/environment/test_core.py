@@ -147,3 +147,20 @@ def test_the_text_observation_shows_the_offer_budget_and_how_to_act(buchwald_env
     result = buchwald_env.step({"type": "propose", "candidate_ids": [c.label for c in obs.offer[:2]],
                                 "hypothesis": "two"})
     assert len(result.observation.lab_results) >= 1 and result.observation.budget.lab_experiments_left == 4
+
+
+def test_query_ledger_reports_the_episode_records_and_earns_nothing(buchwald_env):
+    obs = buchwald_env.reset(seed=4, batch_size=1, success_bar=101.0)
+    empty = buchwald_env.step({"type": "query_ledger"})
+    assert empty.reward == 0.0 and empty.observation.error is None
+    assert empty.observation.tool_result["n_proposed"] == 0 and empty.observation.tool_result["best"] is None
+    label = obs.offer[0].label
+    buchwald_env.step({"type": "propose", "candidate_ids": [label], "hypothesis": "the first on offer"})
+    proposals = buchwald_env.step({"type": "query_ledger", "what": "proposals"}).observation.tool_result
+    assert proposals["n_total"] == 1 and proposals["records"][0]["hypothesis"] == "the first on offer"
+    assert proposals["records"][0]["candidate_id"] == obs.offer[0].candidate_id
+    lab = buchwald_env.step({"type": "query_ledger", "what": "lab_results"}).observation.tool_result
+    summary = buchwald_env.step({"type": "query_ledger", "what": "summary"})
+    assert lab["n_total"] == 1 and summary.reward == 0.0
+    assert summary.observation.tool_result["best"]["value"] == lab["records"][0]["value"]
+    assert buchwald_env.step({"type": "query_ledger", "what": "secrets"}).observation.error
