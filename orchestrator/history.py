@@ -41,6 +41,19 @@ class LabHistory:
 
 
 def lab_history(ctx: CampaignContext) -> LabHistory:
+    """The lab so far (``LabHistory``), rebuilt only when the campaign has new events since the last call."""
+    head = ctx.ledger.head_seq(ctx.campaign_id)
+    resources = getattr(ctx, "resources", None)
+    cached = resources.get("lab_history") if resources is not None else None
+    if cached is not None and cached[0] == head:
+        return cached[1]
+    history = _lab_history(ctx)
+    if resources is not None:
+        resources["lab_history"] = (head, history)
+    return history
+
+
+def _lab_history(ctx: CampaignContext) -> LabHistory:
     jobs = sorted(ctx.ledger.lab_jobs(ctx.campaign_id), key=lambda j: j.dispatched_seq)
     objective = ctx.spec.objective
     n_by_arm: dict[str, int] = {}
