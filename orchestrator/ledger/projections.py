@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 
 from pydantic_core import PydanticUndefined
-from sqlalchemy import and_, bindparam, insert, select, update
+from sqlalchemy import and_, bindparam, insert, update
 from sqlalchemy.engine import Connection
 
 from ..domain import objective_utility
@@ -40,6 +40,7 @@ from ..events import (
     Scored,
     Simulated,
 )
+from .driver import column_names, driver_read, row_dicts
 from .errors import LedgerConflict
 from .tables import PROJECTION_TABLES, CampaignRow, CandidateRow, LabJobRow, ObservationRow, ScoreRow
 
@@ -116,15 +117,25 @@ class ProjectionBatch:
             cache[key] = None
         if self.connection is None:
             return
-        columns = [table.__table__.c[name] for name in _PK[table]]
+        pk = _PK[table]
         for start in range(0, len(wanted), _IN_CHUNK):
             chunk = wanted[start:start + _IN_CHUNK]
-            where = columns[0].in_([k[0] for k in chunk]) if len(columns) == 1 else and_(
-                columns[0] == self.campaign_id, columns[1].in_([k[1] for k in chunk]))
-            for found in self.connection.execute(select(table.__table__).where(where)).mappings():
-                key = tuple(found[name] for name in _PK[table])
-                cache[key] = dict(found)
+            # by the key's first column alone (the campaign row), or the campaign and the key's next column
+            if len(pk) == 1:
+                where, params = f"{pk[0]} IN ({', '.join('?' * len(chunk))})", [k[0] for k in chunk]
+            else:
+                where = f"{pk[0]} = ? AND {pk[1]} IN ({', '.join('?' * len(chunk))})"
+                params = [self.campaign_id, *dict.fromkeys(k[1] for k in chunk)]
+            for found in self._select(table, where, params):
+                key = tuple(found[name] for name in pk)
+                cache[key] = found
                 self._stored[table].add(key)
+
+    def _select(self, table: type, where: str, params: list) -> list[Row]:
+        """Stored rows of ``table`` matching ``where`` (``?`` placeholders), as column -> value dicts."""
+        sql = f"SELECT {', '.join(column_names(table))} FROM {table.__tablename__} WHERE {where}"
+        found = driver_read(self.connection, sql, params, is_postgres=self.connection.dialect.name == "postgresql")
+        return row_dicts(table, found)
 
     def _fetch_record_scores(self, seqs: Iterable[int]) -> None:
         """Fetch every score row of the given reward records (one indexed query per chunk)."""
@@ -133,13 +144,13 @@ class ProjectionBatch:
             self._record_scores[seq] = []
         if self.connection is None or not wanted:
             return
-        table = ScoreRow.__table__
         for start in range(0, len(wanted), _IN_CHUNK):
-            where = and_(table.c.campaign_id == self.campaign_id, table.c.seq.in_(wanted[start:start + _IN_CHUNK]))
-            for found in self.connection.execute(select(table).where(where)).mappings():
+            chunk = wanted[start:start + _IN_CHUNK]
+            where = f"campaign_id = ? AND seq IN ({', '.join('?' * len(chunk))})"
+            for found in self._select(ScoreRow, where, [self.campaign_id, *chunk]):
                 key = (found["campaign_id"], found["seq"], found["ordinal"])
                 if key not in self.rows[ScoreRow]:
-                    self.rows[ScoreRow][key] = dict(found)
+                    self.rows[ScoreRow][key] = found
                     self._stored[ScoreRow].add(key)
                 self._record_scores[found["seq"]].append(key)
 

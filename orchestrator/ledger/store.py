@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import bisect
-import functools
 import heapq
 import json
 import threading
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from sqlalchemy import event as sa_event
-from sqlalchemy import Boolean, Integer, cast, func, insert, text
+from sqlalchemy import Integer, cast, func, insert, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
@@ -38,8 +37,9 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine, select
 
 from ..events import Event, EventPayload
-from .errors import LedgerConflict, LedgerError
 from .chain import GENESIS, event_hash
+from .driver import column_names, driver_read, row_dicts
+from .errors import LedgerConflict, LedgerError
 from .integrity import check_sqlite_file
 from .projections import ProjectionBatch
 from .tables import (
@@ -60,21 +60,9 @@ _IN_CHUNK = 500
 _HEAD_SEQ_SQL = "SELECT max(seq) FROM event WHERE campaign_id = ?"
 _TYPED_EVENTS_SQL = ("SELECT seq, type, schema_version, payload, idempotency_key, actor, at FROM event "
                      "WHERE campaign_id = ? AND type = ? AND seq > ? ORDER BY seq")
-
-
 _LAST_EVENT_SQL = "SELECT seq, hash FROM event WHERE campaign_id = ? ORDER BY seq DESC LIMIT 1"
 _EVENTS_BY_KEY_SQL = ("SELECT seq, type, schema_version, payload, idempotency_key, actor, at FROM event "
                       "WHERE idempotency_key IN ({marks})")
-
-
-def _driver_read(conn: Connection, sql: str, params: Sequence[Any], is_postgres: bool) -> list[tuple]:
-    """Run one read on ``conn``'s driver connection (inside its transaction, if it has one); ``?`` placeholders."""
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(sql.replace("?", "%s") if is_postgres else sql, tuple(params))
-        return cursor.fetchall()
-    finally:
-        cursor.close()
 
 
 def _stored_time(value: Any) -> datetime:
@@ -82,24 +70,9 @@ def _stored_time(value: Any) -> datetime:
     return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
-@functools.cache
 def _changed_rows_sql(table: type) -> str:
-    columns = ", ".join(c.name for c in table.__table__.columns)
-    return f"SELECT {columns} FROM {table.__tablename__} WHERE campaign_id = ? AND updated_seq > ?"
-
-
-@functools.cache
-def _boolean_columns(table: type) -> tuple[int, ...]:
-    return tuple(i for i, c in enumerate(table.__table__.columns) if isinstance(c.type, Boolean))
-
-
-def _projection_row(table: type, raw: tuple) -> Any:
-    """A projection model instance from a driver row (SQLite keeps booleans as 0/1)."""
-    values = list(raw)
-    for i in _boolean_columns(table):
-        if values[i] is not None:
-            values[i] = bool(values[i])
-    return table(**dict(zip((c.name for c in table.__table__.columns), values, strict=True)))
+    return (f"SELECT {', '.join(column_names(table))} FROM {table.__tablename__} "
+            "WHERE campaign_id = ? AND updated_seq > ?")
 
 
 _EVENT_COLUMNS = (EventRow.seq, EventRow.type, EventRow.schema_version, EventRow.payload, EventRow.idempotency_key,
@@ -288,7 +261,7 @@ class Ledger:
         out: list[Event] = []
         with self.engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE (see _configure_sqlite)
             self._lock_campaign(conn, campaign_id)
-            last = _driver_read(conn, _LAST_EVENT_SQL, (campaign_id,), self.is_postgres)
+            last = driver_read(conn, _LAST_EVENT_SQL, (campaign_id,), is_postgres=self.is_postgres)
             next_seq, previous_hash = (last[0][0] + 1, last[0][1]) if last else (1, GENESIS)
             full_keys = [f"{campaign_id}:{item[1]}" for item in items]
             existing = self._existing(conn, full_keys)
@@ -331,7 +304,7 @@ class Ledger:
         for start in range(0, len(unique), _IN_CHUNK):
             chunk = unique[start:start + _IN_CHUNK]
             sql = _EVENTS_BY_KEY_SQL.format(marks=", ".join("?" * len(chunk)))
-            for raw in _driver_read(conn, sql, chunk, self.is_postgres):
+            for raw in driver_read(conn, sql, chunk, is_postgres=self.is_postgres):
                 row = _EventValues(*raw[:6], _stored_time(raw[6]), "")
                 found[row.idempotency_key] = row
         return found
@@ -366,7 +339,7 @@ class Ledger:
         ``BEGIN IMMEDIATE`` would.
         """
         with self.engine.connect() as conn:
-            return _driver_read(conn, sql, params, self.is_postgres)
+            return driver_read(conn, sql, params, is_postgres=self.is_postgres)
 
     def head_seq(self, campaign_id: str) -> int:
         """The campaign's newest seq (0 before its first event): one index lookup, which read caches check before
@@ -517,8 +490,8 @@ class Ledger:
                 return list(cache.ordered)
             cache.head = head
             pk = [c.name for c in table.__table__.primary_key.columns]
-            changed = [_projection_row(table, raw) for raw in
-                       self._read(_changed_rows_sql(table), (campaign_id, cache.seen_seq))]
+            found = self._read(_changed_rows_sql(table), (campaign_id, cache.seen_seq))
+            changed = [table(**values) for values in row_dicts(table, found)]
             for row in changed:
                 cache.rows[tuple(getattr(row, name) for name in pk)] = row
                 cache.seen_seq = max(cache.seen_seq, row.updated_seq)
