@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from sqlalchemy import event as sa_event
-from sqlalchemy import Integer, cast, func, insert, text
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import insert, text
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
@@ -58,11 +57,10 @@ __all__ = ["Ledger", "LedgerConflict", "LedgerError", "database_url", "is_postgr
 _POSTGRES_HINT = "pip install 'closedloop[postgres]'"
 _IN_CHUNK = 500
 _HEAD_SEQ_SQL = "SELECT max(seq) FROM event WHERE campaign_id = ?"
-_TYPED_EVENTS_SQL = ("SELECT seq, type, schema_version, payload, idempotency_key, actor, at FROM event "
-                     "WHERE campaign_id = ? AND type = ? AND seq > ? ORDER BY seq")
+_EVENT_SELECT = "seq, type, schema_version, payload, idempotency_key, actor, at"
+_TYPED_EVENTS_SQL = f"SELECT {_EVENT_SELECT} FROM event WHERE campaign_id = ? AND type = ? AND seq > ? ORDER BY seq"
 _LAST_EVENT_SQL = "SELECT seq, hash FROM event WHERE campaign_id = ? ORDER BY seq DESC LIMIT 1"
-_EVENTS_BY_KEY_SQL = ("SELECT seq, type, schema_version, payload, idempotency_key, actor, at FROM event "
-                      "WHERE idempotency_key IN ({marks})")
+_EVENTS_BY_KEY_SQL = f"SELECT {_EVENT_SELECT} FROM event WHERE idempotency_key IN ({{marks}})"
 
 
 def _stored_time(value: Any) -> datetime:
@@ -359,53 +357,39 @@ class Ledger:
             cache.seqs.append(row.seq)
         return cache
 
+    def _event_rows(self, campaign_id: str, where: str, params: Sequence[Any], *, tail: str = "ORDER BY seq"
+                    ) -> list[Event]:
+        """Events of a campaign matching ``where`` (``?`` placeholders), read through the driver."""
+        sql = f"SELECT {_EVENT_SELECT} FROM event WHERE campaign_id = ? AND {where} {tail}"
+        return [event_from_row(campaign_id, _EventValues(*raw[:6], _stored_time(raw[6]), ""))
+                for raw in self._read(sql, (campaign_id, *params))]
+
     def _query_events(self, campaign_id: str, *, after_seq: int = 0) -> list[Event]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(*_EVENT_COLUMNS)
-                .where(EventRow.campaign_id == campaign_id, EventRow.seq > after_seq)
-                .order_by(EventRow.seq)
-            ).all()
-        return [event_from_row(campaign_id, row) for row in rows]
+        return self._event_rows(campaign_id, "seq > ?", (after_seq,))
 
     def read_events(self, campaign_id: str, types: Iterable[str], *, after_seq: int = 0) -> list[Event]:
         """Events of the given types newer than ``after_seq``, in seq order, without keeping them in the read cache
         (for readers that fold them into something smaller)."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(*_EVENT_COLUMNS).where(EventRow.campaign_id == campaign_id, EventRow.type.in_(list(types)),
-                                              EventRow.seq > after_seq).order_by(EventRow.seq)
-            ).all()
-        return [event_from_row(campaign_id, row) for row in rows]
+        types = list(dict.fromkeys(types))
+        return self._event_rows(campaign_id, f"type IN ({', '.join('?' * len(types))}) AND seq > ?",
+                                (*types, after_seq))
 
     def last_event(self, campaign_id: str, event_type: str) -> Event | None:
         """The newest event of one type (not cached: one indexed query)."""
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(*_EVENT_COLUMNS).where(EventRow.campaign_id == campaign_id, EventRow.type == event_type)
-                .order_by(EventRow.seq.desc()).limit(1)
-            ).first()
-        return event_from_row(campaign_id, row) if row is not None else None
+        found = self._event_rows(campaign_id, "type = ?", (event_type,), tail="ORDER BY seq DESC LIMIT 1")
+        return found[0] if found else None
 
     def iteration_events(self, campaign_id: str, event_type: str, iteration: int) -> list[Event]:
         """Events of one type whose payload's ``iteration`` is ``iteration``, in seq order (not cached; the JSON
         field is read by the database: ``json_extract`` on SQLite, ``->>`` on PostgreSQL)."""
-        if self.is_postgres:
-            field_ = cast(cast(EventRow.payload, JSONB)["iteration"].astext, Integer)
-        else:
-            field_ = func.json_extract(EventRow.payload, "$.iteration")
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(*_EVENT_COLUMNS).where(EventRow.campaign_id == campaign_id, EventRow.type == event_type,
-                                              field_ == iteration).order_by(EventRow.seq)
-            ).all()
-        return [event_from_row(campaign_id, row) for row in rows]
+        field_ = "CAST(payload::jsonb ->> 'iteration' AS INTEGER)" if self.is_postgres else \
+            "json_extract(payload, '$.iteration')"
+        return self._event_rows(campaign_id, f"type = ? AND {field_} = ?", (event_type, iteration))
 
     def count_events(self, campaign_id: str, event_type: str) -> int:
         """How many events of one type a campaign has (not cached)."""
-        with self.engine.connect() as conn:
-            return conn.execute(select(func.count()).select_from(EventRow).where(
-                EventRow.campaign_id == campaign_id, EventRow.type == event_type)).scalar_one()
+        return self._read("SELECT count(*) FROM event WHERE campaign_id = ? AND type = ?",
+                          (campaign_id, event_type))[0][0]
 
     def events_at(self, campaign_id: str, seqs: Iterable[int]) -> list[Event]:
         """The events at the given seqs, in seq order (not cached)."""
@@ -460,8 +444,7 @@ class Ledger:
 
     def n_events(self, campaign_id: str) -> int:
         """How many events a campaign has (its last seq)."""
-        with Session(self.engine) as session:
-            return session.exec(select(func.max(EventRow.seq)).where(EventRow.campaign_id == campaign_id)).one() or 0
+        return self.head_seq(campaign_id)
 
     def campaign(self, campaign_id: str) -> CampaignRow:
         with Session(self.engine) as session:
