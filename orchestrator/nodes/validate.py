@@ -1,4 +1,7 @@
-"""validate: re-parse every proposal with the domain, and reject what is invalid, out of space or a duplicate."""
+"""validate: re-parse every proposal with the domain, and reject what is invalid, out of space or a duplicate.
+
+Only rejections are recorded (``Rejected``); a proposal without one is valid, and the screen's ``Promoted`` events
+take it on. (Ledgers before this also hold a ``Promoted`` from ``proposal`` per valid proposal, which said the same.)"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import json
 
 from ..domain import InvalidCandidate, candidate_from_dict, parse_candidate
 from ..context import CampaignContext
-from ..events import Promoted, Proposed, Rejected
+from ..events import Proposed, Rejected
 from ..history import iteration_payloads, lab_history
 from ..state import CampaignState
 
@@ -54,7 +57,6 @@ def validation_error(ctx: CampaignContext, proposal: Proposed, seen: set[str], t
 def validate(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
     tested = lab_history(ctx).tested
-    first_rung = ctx.rungs[0].name if ctx.rungs else "lab"
     seen: set[str] = set()
     valid: list[str] = []
     items = []
@@ -68,8 +70,5 @@ def validate(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                           f"it{iteration}:rejected:{proposal.candidate_id}"))
             continue
         valid.append(proposal.candidate_id)
-        items.append((Promoted(iteration=iteration, candidate_id=proposal.candidate_id, from_rung="proposal",
-                               to_rung=first_rung, decision="promote", reason="valid, in space, not a duplicate"),
-                      f"it{iteration}:valid:{proposal.candidate_id}"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="validator")
     return {"valid": valid}

@@ -85,8 +85,8 @@ def test_an_uninformative_rung_is_measured_then_skipped_by_every_arm(tmp_path):
     skipped_in = {s["iteration"] for s in skips}
     assert all(judged_at[i - 1] is False for i in skipped_in)
     # the rule is the same for both arms: in an iteration that skips the rung, every valid proposal skips it
-    valid = {(e.payload["iteration"], e.payload["candidate_id"]) for e in events if e.type == "Promoted"
-             and e.payload["from_rung"] == "proposal"}
+    rejected = {(e.payload["iteration"], e.payload["candidate_id"]) for e in events if e.type == "Rejected"}
+    valid = {(e.payload["iteration"], e.payload["candidate_id"]) for e in events if e.type == "Proposed"} - rejected
     assert {(s["iteration"], s["candidate_id"]) for s in skips} == {v for v in valid if v[0] in skipped_in}
     arm_of = {(e.payload["iteration"], e.payload["candidate_id"]): e.payload["arm"] for e in events
               if e.type == "Proposed"}
