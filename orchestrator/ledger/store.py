@@ -37,7 +37,7 @@ from sqlmodel import Session, create_engine, select
 
 from ..events import Event, EventPayload
 from .chain import GENESIS, event_hash
-from .driver import column_names, driver_read, row_dicts
+from .driver import column_names, driver_read, row_views
 from .errors import LedgerConflict, LedgerError
 from .integrity import check_sqlite_file
 from .projections import ProjectionBatch
@@ -170,7 +170,7 @@ class _RowCache:
 
     seen_seq: int = -1
     rows: dict[tuple, Any] = field(default_factory=dict)
-    ordered: list | None = None
+    ordered: tuple | None = None
     head: int = -1
     """The campaign's head seq when the rows were last refreshed: while it stands, nothing can have changed."""
 
@@ -462,25 +462,26 @@ class Ledger:
         with Session(self.engine) as session:
             return list(session.exec(select(EventRow.campaign_id).distinct().order_by(EventRow.campaign_id)))
 
-    def rows(self, table: type, campaign_id: str) -> list:
-        """All projection rows of one table for a campaign, in primary-key order (incrementally refreshed)."""
+    def rows(self, table: type, campaign_id: str) -> Sequence[Any]:
+        """All projection rows of one table for a campaign, in primary-key order (incrementally refreshed), as
+        read-only views (``ledger.driver.row_view``) in a tuple shared with the read cache."""
         if table is CampaignRow:
             return self.stored_rows(table, campaign_id)
         with self._lock:
             cache = self._rows.setdefault((table, campaign_id), _RowCache())
             head = self.head_seq(campaign_id)
             if head == cache.head and cache.ordered is not None:
-                return list(cache.ordered)
+                return cache.ordered
             cache.head = head
             pk = [c.name for c in table.__table__.primary_key.columns]
             found = self._read(_changed_rows_sql(table), (campaign_id, cache.seen_seq))
-            changed = [table(**values) for values in row_dicts(table, found)]
+            changed = row_views(table, found)
             for row in changed:
                 cache.rows[tuple(getattr(row, name) for name in pk)] = row
                 cache.seen_seq = max(cache.seen_seq, row.updated_seq)
             if changed or cache.ordered is None:
-                cache.ordered = [cache.rows[k] for k in sorted(cache.rows)]
-            return list(cache.ordered)
+                cache.ordered = tuple(cache.rows[k] for k in sorted(cache.rows))
+            return cache.ordered
 
     def stored_rows(self, table: type, campaign_id: str) -> list:
         """Projection rows read straight from the database, bypassing the read cache (``verify`` uses this)."""
@@ -489,16 +490,16 @@ class Ledger:
             column = CampaignRow.id if table is CampaignRow else table.campaign_id
             return list(session.exec(select(table).where(column == campaign_id).order_by(*pk)))
 
-    def candidates(self, campaign_id: str) -> list[CandidateRow]:
+    def candidates(self, campaign_id: str) -> Sequence[Any]:
         return self.rows(CandidateRow, campaign_id)
 
-    def observations(self, campaign_id: str) -> list[ObservationRow]:
+    def observations(self, campaign_id: str) -> Sequence[Any]:
         return self.rows(ObservationRow, campaign_id)
 
-    def lab_jobs(self, campaign_id: str) -> list[LabJobRow]:
+    def lab_jobs(self, campaign_id: str) -> Sequence[Any]:
         return self.rows(LabJobRow, campaign_id)
 
-    def scores(self, campaign_id: str) -> list[ScoreRow]:
+    def scores(self, campaign_id: str) -> Sequence[Any]:
         return self.rows(ScoreRow, campaign_id)
 
 
