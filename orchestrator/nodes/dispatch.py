@@ -33,6 +33,7 @@ def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     arm_of_key = {r.retry_key: r.arm for r in retries}
     proposed_by = {p.candidate_id: p.arm for p in iteration_payloads(ctx, Proposed.type, iteration)}
     done = {j.job_key for j in ctx.ledger.lab_jobs(ctx.campaign_id)}
+    items = []
     for key in keys:
         if key in done:  # dispatched before a crash; the lab replay has resubmitted it already
             continue
@@ -42,21 +43,16 @@ def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                or ctx.ledger.candidate(ctx.campaign_id, candidate_id).arm)
         violations = envelope_violations(ctx, job)
         if violations:
-            ctx.ledger.append(ctx.campaign_id, Rejected(
-                iteration=iteration, arm=arm, stage="dispatch", raw=key, candidate_id=candidate_id,
-                reason="outside the lab's safety envelope: " + "; ".join(violations)), key=f"envelope:{key}",
-                actor="dispatcher")
+            items.append((Rejected(iteration=iteration, arm=arm, stage="dispatch", raw=key, candidate_id=candidate_id,
+                                   reason="outside the lab's safety envelope: " + "; ".join(violations)),
+                          f"envelope:{key}"))
             continue
         if key in not_before and hasattr(ctx.driver, "run_until"):
             ctx.driver.run_until(not_before[key])  # the back-off passes on the lab clock
         handle = ctx.loop.run(ctx.driver.submit(job))
-        # The event follows the submit: after a crash in between, the resumed node resubmits (a no-op) and records it.
-        now = lab_now(ctx)
-        ctx.ledger.append(
-            ctx.campaign_id,
-            Dispatched(iteration=iteration, job_key=handle.job_key, candidate_id=candidate_id,
-                       arm=arm, driver=ctx.driver.name, sim_time_s=now),
-            key=f"dispatched:{key}",
-            actor="dispatcher",
-        )
+        items.append((Dispatched(iteration=iteration, job_key=handle.job_key, candidate_id=candidate_id, arm=arm,
+                                 driver=ctx.driver.name, sim_time_s=lab_now(ctx)), f"dispatched:{key}"))
+    # The events follow the submits, in one transaction: after a crash in between, the resumed node resubmits (a
+    # no-op on the job key) and records them.
+    ctx.ledger.append_many(ctx.campaign_id, items, actor="dispatcher")
     return {}

@@ -49,6 +49,7 @@ def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     already = last is not None and last.payload.get("observe_iteration") == iteration
     if not already:  # a resumed round has waited already (the lab replay did it); waiting again would skip ahead
         wait_for_jobs(ctx, handles)
+    items = []
     for job, handle in zip(open_jobs, handles, strict=True):
         status = ctx.loop.run(ctx.driver.status(handle))
         if status not in _TERMINAL:
@@ -59,12 +60,11 @@ def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
             result = ctx.loop.run(ctx.driver.result(handle))
             value, uncertainty, result_status, reason = result.value, result.uncertainty, result.status, result.reason
             at = float(result.completed_s)
-        ctx.ledger.append(
-            ctx.campaign_id,
-            Observed(iteration=job.iteration, job_key=job.job_key, candidate_id=job.candidate_id, arm=job.arm,
-                     value=value, uncertainty=uncertainty, status=result_status, reason=reason, sim_time_s=at,
-                     provenance="lab", driver=ctx.driver.name, observe_iteration=iteration),
-            key=f"observed:{job.job_key}",
-            actor=ctx.driver.name,
-        )
+        items.append((Observed(iteration=job.iteration, job_key=job.job_key, candidate_id=job.candidate_id,
+                               arm=job.arm, value=value, uncertainty=uncertainty, status=result_status, reason=reason,
+                               sim_time_s=at, provenance="lab", driver=ctx.driver.name, observe_iteration=iteration),
+                      f"observed:{job.job_key}"))
+    # One transaction for the round's results: a crash before it leaves them all with the lab, which a resumed
+    # node reads again (``result`` is idempotent); a crash after it finds them recorded and does not wait again.
+    ctx.ledger.append_many(ctx.campaign_id, items, actor=ctx.driver.name)
     return {}
