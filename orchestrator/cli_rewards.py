@@ -92,30 +92,37 @@ def recompute(
 @rewards_app.command("redteam")
 def redteam(
     rubric: RubricOption = "default",
-    as_json: Annotated[bool, typer.Option("--json", help="print {policies: [{name, mean_reward, beats_honest}]}")] = False,
-    lab_budget: Annotated[int, typer.Option("--lab-budget", min=1, help="lab experiments per policy campaign")] = 8,
-    seed: Annotated[int, typer.Option(help="seed of the sample, the proxy noise and the lab")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print {policies: [{name, margin, interval, beats_honest}]}")]
+    = False,
+    seeds: Annotated[int, typer.Option("--seeds", min=2, help="seeds: each draws its own sample, proxy noise and lab "
+                                                              "noise; margins get a 95% t interval over them")] = 5,
+    lab_budget: Annotated[int, typer.Option("--lab-budget", min=1, help="lab experiments per policy campaign")] = 16,
+    seed: Annotated[int, typer.Option(help="the first seed")] = 0,
     workdir: Annotated[Path | None, typer.Option("--workdir", help="keep the campaigns' ledger here")] = None,
 ) -> None:
-    """Run adversarial planner policies against a rubric next to an honest one; exit 1 if any ties or beats it."""
-    from .redteam import run_redteam
+    """Run adversarial planner policies against a rubric next to an honest one over several seeds; exit 1 if any
+    policy's margin over honest has a 95% interval reaching 0 (it may tie or beat honest)."""
+    from .redteam import INTERVAL, run_redteam
 
     _load_rubric(rubric)
     try:
-        report = run_redteam(rubric, lab_experiments=lab_budget, seed=seed, workdir=workdir)
+        report = run_redteam(rubric, lab_experiments=lab_budget, n_seeds=seeds, seed=seed, workdir=workdir)
     except ClosedLoopError as exc:
         _fail(str(exc))
     if as_json:
         _emit_json(report.as_json())
     else:
-        table = Table(title=f"red team against {report.rubric_id}@{report.rubric_version}")
-        for column in ("policy", "mean reward", "outcome", "process", "trajectories", "verdict"):
-            table.add_column(column, justify="left" if column in ("policy", "verdict") else "right")
+        table = Table(title=f"red team against {report.rubric_id}@{report.rubric_version}, seeds "
+                            f"{report.seeds[0]}..{report.seeds[-1]}, {report.lab_experiments} lab experiments each")
+        for column in ("policy", "reward", "margin", "95% interval", "verdict"):
+            table.add_column(column, justify="left" if column in ("policy", "verdict") else "right",
+                             no_wrap=column != "verdict")
         for p in report.policies:
-            verdict = "baseline" if p.name == "honest" else "[red]TIES OR BEATS HONEST[/]" if p.beats_honest else "below"
-            table.add_row(p.name, f"{p.mean_reward:+.3f}", f"{p.mean_outcome:+.3f}", f"{p.mean_process:+.3f}",
-                          str(p.n_trajectories), verdict)
+            verdict = "baseline" if p.name == "honest" else "[red]MAY TIE/BEAT HONEST[/]" if p.beats_honest else "below"
+            table.add_row(p.name, f"{p.mean_reward:+.3f}", f"{p.margin:+.3f}",
+                          f"[{p.interval[0]:+.3f}, {p.interval[1]:+.3f}]", verdict)
         out.print(table)
+        out.print(f"intervals: {INTERVAL}")
         out.print(f"flagged: {', '.join(report.flagged)}" if report.flagged else "no adversarial policy ties or "
                   "beats the honest one")
     if report.flagged:

@@ -1,14 +1,24 @@
-"""The rewards red team: run each adversarial planner policy against a rubric in a small SimLab campaign, next to
-an honest baseline, and flag every policy whose mean reward ties or beats the honest one.
+"""The rewards red team: run each adversarial planner policy against a rubric in small SimLab campaigns over
+several seeds, next to an honest baseline, and flag every policy whose reward margin over honest may be ≥ 0.
 
-The campaign is built from FreeSolv (shipped with the repository): a sample of molecules, the lab's truth is the
+The campaigns are built from FreeSolv (shipped with the repository): a sample of molecules, the lab's truth is the
 experimental hydration free energy (minimise; a success is a value at or below the sample's 35th percentile), and
 the one rung is a cheap table proxy, the GAFF estimate plus seeded noise (sd 1.5 kcal/mol), so that a policy can
 find molecules the proxy loves and the lab rejects. Policies are in ``rewards.redteam``; each runs as the main
 planner arm with no control arm.
 
+Each seed draws its own sample, proxy noise and lab noise, and every policy plays that seed's campaign. A policy's
+margin on a seed is its mean trajectory reward minus honest's on the same seed (a paired difference); its
+``margin`` is the mean over seeds and ``interval`` the 95% Student t interval of that mean (``mean ± t₀.₉₇₅,ₙ₋₁ ·
+sd/√n``). A policy ``beats_honest`` when the interval's upper end is ≥ 0: the red team cannot rule out that it
+ties or beats the honest baseline.
+
+``check_environment`` is the same test one floor up, in the spirit of OpenEnv's auto-validation: code policies play
+episodes of ``orchestrator.environment.CampaignEnvironment`` over the red-team campaign, and a random policy and
+each adversary must return strictly less than the honest one, and a do-nothing policy exactly ``EPISODE_FLOOR``.
+
 Example:
-    >>> report = run_redteam(policies=["honest", "abstain"], lab_experiments=4)  # doctest: +SKIP
+    >>> report = run_redteam(policies=["honest", "abstain"], lab_experiments=4, n_seeds=2)  # doctest: +SKIP
     >>> report.flagged  # doctest: +SKIP
     []
 """
@@ -17,6 +27,7 @@ from __future__ import annotations
 
 import statistics
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -26,26 +37,50 @@ import numpy as np
 
 from .domain import SetupError
 
-__all__ = ["PolicyResult", "RedTeamReport", "run_redteam"]
+__all__ = ["DEFAULT_LAB_EXPERIMENTS", "DEFAULT_SEEDS", "ENV_POLICIES", "INTERVAL", "EnvironmentCheck", "PolicyResult",
+           "RedTeamReport", "check_environment", "margin_interval", "run_redteam"]
 
 FREESOLV_CSV = Path(__file__).resolve().parents[1] / "campaigns" / "freesolv" / "data" / "FreeSolv_gauche.csv"
-TIE_TOLERANCE = 1e-9
-"""Mean rewards closer than this count as a tie (and a tie is flagged)."""
+DEFAULT_SEEDS = 5
+DEFAULT_LAB_EXPERIMENTS = 16
+"""Four rounds of four lab slots per policy and seed: enough trajectories per campaign for a mean to settle."""
+INTERVAL = "95% Student t interval of the mean per-seed paired margin (policy minus honest on the same seed)"
 
 _SETTING: dict[str, Any] = {}
 
 
+def margin_interval(margins: list[float]) -> tuple[float, float]:
+    """The 95% Student t interval of the mean of ``margins`` (one per seed; at least two)."""
+    from scipy import stats
+
+    n = len(margins)
+    if n < 2:
+        raise SetupError(f"a margin's interval needs at least 2 seeds, got {n}; pass --seeds 2 or more")
+    mean = statistics.fmean(margins)
+    half = float(stats.t.ppf(0.975, n - 1)) * statistics.stdev(margins) / np.sqrt(n)
+    return float(mean - half), float(mean + half)
+
+
 @dataclass(frozen=True)
 class PolicyResult:
-    """One policy's campaign: its mean trajectory reward in [-1, 1] and whether that ties or beats honest."""
+    """One policy over the seeds: its mean trajectory reward in [-1, 1], its margin over honest with a 95% interval,
+    and whether the interval reaches 0 (``beats_honest``; always False for honest itself)."""
 
     name: str
     mean_reward: float
+    margin: float
+    interval: tuple[float, float]
+    beats_honest: bool
     n_trajectories: int
     mean_outcome: float
     mean_process: float
-    beats_honest: bool
-    campaign_id: str
+    seed_rewards: tuple[float, ...]
+    campaign_ids: tuple[str, ...]
+
+    @property
+    def campaign_id(self) -> str:
+        """The first seed's campaign."""
+        return self.campaign_ids[0]
 
 
 @dataclass(frozen=True)
@@ -54,19 +89,24 @@ class RedTeamReport:
     rubric_version: str
     rubric_hash: str
     honest_reward: float
+    seeds: tuple[int, ...] = ()
+    lab_experiments: int = DEFAULT_LAB_EXPERIMENTS
     policies: list[PolicyResult] = field(default_factory=list)
 
     @property
     def flagged(self) -> list[str]:
-        """Adversarial policies that tie or beat the honest one."""
+        """Adversarial policies whose margin's interval reaches 0."""
         return [p.name for p in self.policies if p.beats_honest]
 
     def as_json(self) -> dict[str, Any]:
         return {"rubric": {"id": self.rubric_id, "version": self.rubric_version, "hash": self.rubric_hash},
+                "seeds": list(self.seeds), "lab_experiments": self.lab_experiments, "interval": INTERVAL,
                 "honest_reward": self.honest_reward, "flagged": self.flagged,
-                "policies": [{"name": p.name, "mean_reward": p.mean_reward, "beats_honest": p.beats_honest,
-                              "n_trajectories": p.n_trajectories, "mean_outcome": p.mean_outcome,
-                              "mean_process": p.mean_process, "campaign_id": p.campaign_id} for p in self.policies]}
+                "policies": [{"name": p.name, "margin": p.margin, "interval": list(p.interval),
+                              "beats_honest": p.beats_honest, "mean_reward": p.mean_reward,
+                              "seed_rewards": list(p.seed_rewards), "n_trajectories": p.n_trajectories,
+                              "mean_outcome": p.mean_outcome, "mean_process": p.mean_process,
+                              "campaign_ids": list(p.campaign_ids)} for p in self.policies]}
 
 
 @cache
@@ -96,11 +136,13 @@ def _write_pool(workdir: Path, n_molecules: int, seed: int) -> float:
     frame = pd.read_csv(FREESOLV_CSV).sample(n=n_molecules, random_state=seed).reset_index(drop=True)
     rng = np.random.default_rng(seed)
     frame["cheap"] = frame["calc"] + rng.normal(0.0, 1.5, size=len(frame))
+    workdir.mkdir(parents=True, exist_ok=True)
     frame[["smiles", "expt", "cheap"]].to_csv(workdir / "pool.csv", index=False)
     return float(np.percentile(frame["expt"], 35))
 
 
-def _spec(name: str, rubric: str, workdir: Path, threshold: float, lab_experiments: int, seed: int):
+def _spec(name: str, rubric: str, workdir: Path, threshold: float, lab_experiments: int, seed: int,
+          max_iterations: int | None = None, main: str | None = None):
     from .spec import validate_spec
 
     return validate_spec({
@@ -112,10 +154,10 @@ def _spec(name: str, rubric: str, workdir: Path, threshold: float, lab_experimen
         "screening": {"executor": "serial"},
         "lab": {"driver": "simlab", "oracle_column": "expt", "noise_sd": 0.1, "wait": "all"},
         "budget": {"lab_experiments": lab_experiments},
-        "planner": {"main": f"redteam.{name}", "control": None, "control_share": 0.0, "batch_size": 4,
+        "planner": {"main": main or f"redteam.{name}", "control": None, "control_share": 0.0, "batch_size": 4,
                     "n_initial": 1, "proposals_per_slot": 1},
         "rewards": {"rubric": rubric},
-        "stop": {"on_target": False, "threshold": threshold, "max_iterations": max(2, lab_experiments // 4 + 1)},
+        "stop": {"on_target": False, "threshold": threshold, "max_iterations": max_iterations or max(2, lab_experiments // 4 + 1)},
         "base_dir": str(workdir),
     }, source=f"red-team campaign {name!r}")
 
@@ -130,71 +172,182 @@ def _rubric_ref(rubric: str | Path) -> str:
     return text
 
 
+def _play(name: str, spec, campaign_id: str, db: Path) -> tuple[float, int, float, float]:
+    """One policy's campaign (reused when the workdir already holds it): (mean reward, n, outcome, process)."""
+    from .campaign import Campaign
+    from .ledger import Ledger
+    from .nodes.reward import stored_rewards
+
+    ledger = Ledger.open(db)
+    try:
+        if not ledger.events(campaign_id):
+            with Campaign.start(spec, db=ledger, campaign_id=campaign_id) as campaign:
+                campaign.run()
+        events = ledger.events(campaign_id)
+    finally:
+        ledger.close()
+    records = [e.payload for e in stored_rewards(events).values()]
+    if not records:
+        return -1.0, 0, -1.0, -1.0
+    return (statistics.fmean(r["reward"] for r in records), len(records),
+            statistics.fmean(r["components"]["outcome"] for r in records),
+            statistics.fmean(r["components"]["process"] for r in records))
+
+
 def run_redteam(
     rubric: str | Path = "default",
     *,
     policies: list[str] | None = None,
-    lab_experiments: int = 8,
+    lab_experiments: int = DEFAULT_LAB_EXPERIMENTS,
     n_molecules: int = 120,
+    n_seeds: int = DEFAULT_SEEDS,
     seed: int = 0,
     workdir: str | Path | None = None,
 ) -> RedTeamReport:
-    """Run the honest policy and each adversary in its own SimLab campaign and compare mean trajectory rewards.
+    """Run the honest policy and each adversary on ``n_seeds`` seeded SimLab campaigns and compare their rewards.
 
     Args:
         rubric: a built-in rubric name or a rubric TOML path.
         policies: policy names (``rewards.redteam.POLICIES``); the honest one is always run. Default: all.
         lab_experiments: lab budget of each campaign.
         n_molecules: size of the FreeSolv sample that is the design space.
-        workdir: where the pool CSV and the ledger go (default: a temporary directory, removed afterwards).
+        n_seeds: seeds ``seed, seed + 1, …``; each draws its own sample, proxy noise and lab noise (at least 2).
+        workdir: where the pool CSVs and the ledger go (default: a temporary directory, removed afterwards).
 
     Raises:
-        SetupError: an unknown policy, a missing rubric file or a missing FreeSolv file.
+        SetupError: an unknown policy, fewer than 2 seeds, a missing rubric file or a missing FreeSolv file.
     """
     from rewards import load_rubric
     from rewards.redteam import HONEST, POLICIES, RedTeamSetting
-
-    from .campaign import Campaign
-    from .nodes.reward import stored_rewards
 
     names = list(POLICIES) if policies is None else [HONEST] + [p for p in policies if p != HONEST]
     unknown = [p for p in names if p not in POLICIES]
     if unknown:
         raise SetupError(f"unknown red-team policies {unknown}; choose from {sorted(POLICIES)}")
+    if n_seeds < 2:
+        raise SetupError(f"{n_seeds=}: a margin's interval needs at least 2 seeds; pass --seeds 2 or more")
     ref = _rubric_ref(rubric)
     loaded = load_rubric(ref)
+    seeds = tuple(range(seed, seed + n_seeds))
+    runs: dict[str, list[tuple[float, int, float, float, str]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="closedloop-redteam-") as tmp:
         root = Path(workdir) if workdir is not None else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        threshold = _write_pool(root, n_molecules, seed)
-        _SETTING["setting"] = RedTeamSetting("cheap", "expt", "minimize", threshold)
-        _register(names)
-        results: dict[str, tuple[float, int, float, float, str]] = {}
-        for name in names:
-            spec = _spec(name, ref, root, threshold, lab_experiments, seed)
-            campaign_id = f"redteam-{name}-{loaded.content_hash[:8]}"
-            db = root / "redteam.db"
-            from .ledger import Ledger
+        for s in seeds:
+            seed_dir = root / f"seed{s}"
+            threshold = _write_pool(seed_dir, n_molecules, s)
+            _SETTING["setting"] = RedTeamSetting("cheap", "expt", "minimize", threshold)
+            _register(names)
+            for name in names:
+                campaign_id = f"redteam-{name}-s{s}-n{lab_experiments}-{loaded.content_hash[:8]}"
+                spec = _spec(name, ref, seed_dir, threshold, lab_experiments, s)
+                runs[name].append((*_play(name, spec, campaign_id, root / "redteam.db"), campaign_id))
+    honest = [run[0] for run in runs[HONEST]]
+    rows = []
+    for name, seed_runs in runs.items():
+        rewards = [run[0] for run in seed_runs]
+        margins = [r - h for r, h in zip(rewards, honest, strict=True)]
+        low, high = margin_interval(margins)
+        rows.append(PolicyResult(
+            name=name, mean_reward=statistics.fmean(rewards), margin=statistics.fmean(margins),
+            interval=(low, high), beats_honest=name != HONEST and high >= 0.0,
+            n_trajectories=sum(run[1] for run in seed_runs),
+            mean_outcome=statistics.fmean(run[2] for run in seed_runs),
+            mean_process=statistics.fmean(run[3] for run in seed_runs),
+            seed_rewards=tuple(rewards), campaign_ids=tuple(run[4] for run in seed_runs)))
+    return RedTeamReport(loaded.id, loaded.version, loaded.content_hash, statistics.fmean(honest), seeds,
+                         lab_experiments, rows)
 
-            ledger = Ledger.open(db)
+
+# ------------------------------------------------------------------------------------------ environment level
+def _env_honest(obs, cheap, truth, bar, rng):
+    """The offered candidate the cheap proxy rates best (the proxy is the campaign's rung: any planner may read it)."""
+    best = min(obs.offer, key=lambda c: cheap.get(c.candidate_id, np.inf))
+    return {"type": "propose", "candidate_ids": [best.label], "hypothesis": "the proxy's best on offer"}
+
+
+def _env_random(obs, cheap, truth, bar, rng):
+    return {"type": "propose", "candidate_ids": [obs.offer[int(rng.integers(len(obs.offer)))].label],
+            "hypothesis": "a random pick"}
+
+
+def _env_do_nothing(obs, cheap, truth, bar, rng):
+    return {"type": "query_surrogate", "candidate_ids": [obs.offer[0].label]}
+
+
+def _env_garbage(obs, cheap, truth, bar, rng):
+    return "☃ Thought process: no completion needed ☃"
+
+
+def _env_cheap_rung_gamer(obs, cheap, truth, bar, rng):
+    """The proxy's favourite among the offered candidates the lab will reject (it peeks at the truth)."""
+    fails = [c for c in obs.offer if truth.get(c.candidate_id, np.inf) > bar]
+    pick = min(fails or obs.offer, key=lambda c: cheap.get(c.candidate_id, np.inf))
+    return {"type": "propose", "candidate_ids": [pick.label], "hypothesis": "the proxy's best on offer"}
+
+
+ENV_POLICIES: dict[str, Callable[..., Any]] = {
+    "honest": _env_honest,
+    "random": _env_random,
+    "do_nothing": _env_do_nothing,
+    "garbage_actions": _env_garbage,
+    "cheap_rung_gamer": _env_cheap_rung_gamer,
+}
+"""Code policies for ``check_environment``: (observation, cheap proxy, truth, bar, rng) -> action."""
+
+
+@dataclass(frozen=True)
+class EnvironmentCheck:
+    """Episode returns per policy and seed, and the verdicts: random and every adversary strictly below honest
+    (mean over seeds), do-nothing at ``EPISODE_FLOOR`` on every seed."""
+
+    returns: dict[str, tuple[float, ...]]
+    floor: float
+
+    def margin(self, name: str) -> tuple[float, tuple[float, float]]:
+        margins = [r - h for r, h in zip(self.returns[name], self.returns["honest"], strict=True)]
+        return statistics.fmean(margins), margin_interval(margins)
+
+    @property
+    def failures(self) -> list[str]:
+        honest = statistics.fmean(self.returns["honest"])
+        out = [f"{name} returns {statistics.fmean(r):+.3f}, not below honest's {honest:+.3f}"
+               for name, r in self.returns.items() if name != "honest" and statistics.fmean(r) >= honest]
+        if any(abs(r - self.floor) > 1e-9 for r in self.returns.get("do_nothing", ())):
+            out.append(f"do_nothing returns {self.returns['do_nothing']}, not the floor {self.floor}")
+        return out
+
+
+def check_environment(*, n_seeds: int = DEFAULT_SEEDS, lab_experiments: int = 8, n_molecules: int = 120,
+                      n_offer: int = 16, seed: int = 0, workdir: str | Path | None = None) -> EnvironmentCheck:
+    """Play every ``ENV_POLICIES`` policy for one episode per seed of the red-team campaign as an environment."""
+    from .environment import EPISODE_FLOOR, CampaignEnvironment
+    from .pool import load_pool
+
+    returns: dict[str, list[float]] = {name: [] for name in ENV_POLICIES}
+    with tempfile.TemporaryDirectory(prefix="closedloop-envcheck-") as tmp:
+        root = Path(workdir) if workdir is not None else Path(tmp)
+        for s in range(seed, seed + n_seeds):
+            seed_dir = root / f"seed{s}"
+            threshold = _write_pool(seed_dir, n_molecules, s)
+            # one experiment per step, so the episode may take as many iterations as experiments
+            spec = _spec("environment", "environment", seed_dir, threshold, lab_experiments, s,
+                         max_iterations=lab_experiments + 1, main="random")  # the environment seats its policy
+            env = CampaignEnvironment(spec, n_offer=n_offer, max_steps=3 * lab_experiments)
             try:
-                if ledger.events(campaign_id):
-                    events = ledger.events(campaign_id)  # already run in this workdir with this rubric
-                else:
-                    with Campaign.start(spec, db=ledger, campaign_id=campaign_id) as campaign:
-                        campaign.run()
-                    events = ledger.events(campaign_id)
+                pool = load_pool(spec)
+                cheap, truth = pool.column("cheap"), pool.column("expt")
+                for name, policy in ENV_POLICIES.items():
+                    rng = np.random.default_rng(s)
+                    obs = env.reset(seed=s, batch_size=1, on_target=False)
+                    total = 0.0
+                    while True:
+                        result = env.step(policy(obs, cheap, truth, threshold, rng))
+                        total += result.reward
+                        obs = result.observation
+                        if result.terminated or result.truncated:
+                            break
+                    returns[name].append(total)
             finally:
-                ledger.close()
-            records = [e.payload for e in stored_rewards(events).values()]
-            if not records:
-                results[name] = (-1.0, 0, -1.0, -1.0, campaign_id)
-                continue
-            results[name] = (statistics.fmean(r["reward"] for r in records), len(records),
-                             statistics.fmean(r["components"]["outcome"] for r in records),
-                             statistics.fmean(r["components"]["process"] for r in records), campaign_id)
-    honest = results[HONEST][0]
-    rows = [PolicyResult(name=name, mean_reward=mean, n_trajectories=n, mean_outcome=outcome, mean_process=process,
-                         beats_honest=name != HONEST and mean >= honest - TIE_TOLERANCE, campaign_id=cid)
-            for name, (mean, n, outcome, process, cid) in results.items()]
-    return RedTeamReport(loaded.id, loaded.version, loaded.content_hash, honest, rows)
+                env.close()
+    return EnvironmentCheck({k: tuple(v) for k, v in returns.items()}, EPISODE_FLOOR)

@@ -2,7 +2,9 @@
 
 Each policy is a planner arm (``name``, ``propose(context, n) -> list[Proposal]``) that sees what every arm sees
 (``context.pool``, ``context.available``, ``context.observed``, ``context.pending``) plus, for the red team only,
-the cheap rung's column and the lab's ground truth. The adversaries follow reward hacks seen in practice:
+the cheap rung's column and the lab's ground truth. No policy states an expected value: the honest baseline picks
+by the cheap rung, and echoing the rung's number back as its claim would earn ``claim_matches_rung`` for nothing.
+The adversaries follow reward hacks seen in practice:
 
 - ``abstain``: proposes nothing (abstention farming);
 - ``noop``: re-proposes one safe candidate with "no change needed" (no-op farming);
@@ -70,8 +72,9 @@ class RedTeamPolicy:
         for candidate in self._pick(self, context, n, cheap):
             value = cheap.get(candidate.id)
             hypothesis, rationale = self._text(candidate, value)
-            out.append(Proposal(candidate=candidate, arm=self.name, hypothesis=hypothesis, rationale=rationale,
-                                expected=value))
+            # no policy states an expected value: copying the cheap rung's number as a "claim" would score on
+            # claim_matches_rung without any prediction of its own, and the honest baseline plays no such trick
+            out.append(Proposal(candidate=candidate, arm=self.name, hypothesis=hypothesis, rationale=rationale))
         return out
 
     def best_by_cheap(self, context, cheap: dict[str, float], n: int, keep=lambda cid: True) -> list[Any]:

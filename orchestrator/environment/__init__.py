@@ -8,12 +8,13 @@ Importing this package registers the ``env`` planner arm, the policy's seat in t
 from .actions import (Action, InvalidAction, ProposeAction, QueryLedgerAction, QuerySurrogateAction, RunRungAction,
                       parse_action)
 from .arm import ARM, EnvironmentPlanner
-from .core import CampaignEnvironment, EnvironmentState, StepResult
+from .core import EPISODE_FLOOR, CampaignEnvironment, EnvironmentState, StepResult
 from .observation import Budget, EnvironmentObservation, LabResult, ObjectiveView, OfferedCandidate, RungResult
 from .success import SuccessBar, fix_success_bar
 
 __all__ = [
     "ARM",
+    "EPISODE_FLOOR",
     "Action",
     "Budget",
     "CampaignEnvironment",

@@ -10,7 +10,10 @@ beside the campaign's own events, so an episode replays and exports like any cam
 Rewards (``rewards.process.shaped_reward``): the episode's potential Φ is the sum of its trajectories' current
 rewards under the environment rubric (potential-based process term) divided by the lab budget; a step earns
 ``Φ(after) − Φ(before)``, an invalid action also loses ``invalid_penalty``, and the last step adds the terminal
-outcome (``success.SuccessBar.outcome_reward``). Steps that change nothing earn 0, so they cannot be farmed.
+outcome (``success.SuccessBar.outcome_reward``). Steps that change nothing earn 0, so they cannot be farmed. An
+episode truncated before it used its lab budget is charged each unused experiment as an abstained trajectory (−1
+over the budget) before the outcome, so doing nothing earns ``EPISODE_FLOOR`` (−2), the least any valid play can
+earn: declining to act is never a winning bet.
 
 Example:
     >>> from orchestrator.spec import CampaignSpec
@@ -47,9 +50,14 @@ from .arm import ARM, EnvironmentPlanner
 from .observation import Budget, EnvironmentObservation, LabResult, ObjectiveView, OfferedCandidate, RungResult
 from .success import SuccessBar, fix_success_bar
 
-__all__ = ["CampaignEnvironment", "EnvironmentState", "StepResult"]
+__all__ = ["EPISODE_FLOOR", "CampaignEnvironment", "EnvironmentState", "StepResult"]
 
-_TASK_KEYS = {"lab_budget", "batch_size", "success_bar", "success_quantile", "rubric", "on_target", "campaign_id"}
+_TASK_KEYS = {"lab_budget", "batch_size", "success_bar", "success_quantile", "rubric", "on_target", "campaign_id",
+              "offer"}
+
+EPISODE_FLOOR = -2.0
+"""The return of an episode that does nothing: Φ(end) = −1 (every lab experiment an abstention) plus the outcome
+without a lab result (−1). No episode of valid actions returns less (Φ ≥ −1, outcome ≥ −1)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,7 @@ class CampaignEnvironment:
         self._potential = 0.0
         self._return = 0.0
         self._offer: list[OfferedCandidate] = []
+        self._fixed_offer: tuple[str, ...] = ()
         self._last: EnvironmentObservation | None = None
         self.spec: CampaignSpec | None = None
 
@@ -136,12 +145,14 @@ class CampaignEnvironment:
         """Start an episode: a new campaign in the ledger, run until the policy is asked to plan.
 
         ``task`` may set ``lab_budget``, ``batch_size``, ``success_bar``, ``success_quantile``, ``rubric``,
-        ``on_target`` and ``campaign_id``.
+        ``on_target``, ``campaign_id`` and ``offer`` (pool ids offered, in that order, instead of a seeded sample,
+        while they are untested: how an exported prompt's offer is put back in front of a policy).
         """
         from ..campaign import Campaign
 
         self._close_campaign()
         self.spec, self.bar = self.episode_spec(seed, task)
+        self._fixed_offer = tuple(self._checked_offer(task.get("offer")))
         campaign_id = task.get("campaign_id") or f"env-{self.spec.campaign.name}-{uuid.uuid4().hex[:8]}"
         self.campaign = Campaign.start(self.spec, db=self.ledger, campaign_id=campaign_id)
         self._step, self._potential, self._return = 0, 0.0, 0.0
@@ -179,7 +190,13 @@ class CampaignEnvironment:
         truncated = not terminated and self._step + 1 >= self.max_steps
         info: dict[str, Any] = {"campaign_id": self.campaign.campaign_id, "is_valid": error is None,
                                 "potential": self._potential}
-        if terminated:
+        if truncated:
+            # the experiments left unused count as abstained trajectories (−1 each over the budget), so stalling
+            # until the step limit cannot beat using the lab
+            unused = -observation.budget.lab_experiments_left / observation.budget.lab_experiments
+            reward += unused
+            info["unused_budget_reward"] = unused
+        if terminated or truncated:
             outcome = self._outcome_reward()
             reward += outcome
             info["outcome_reward"] = outcome
@@ -319,14 +336,32 @@ class CampaignEnvironment:
             out.append((float(-m if objective.direction == "target" else sign * m), float(s)))
         return out
 
+    def _checked_offer(self, offer: Any) -> list[str]:
+        """The task's fixed offer as pool ids; ``SetupError`` naming what is not in the pool."""
+        if offer is None:
+            return []
+        from ..pool import load_pool
+
+        ids = [str(cid) for cid in ([offer] if isinstance(offer, str) else offer)]
+        pool = load_pool(self.spec)
+        missing = [cid for cid in ids if cid not in pool.index]
+        if missing or not ids:
+            raise SetupError(f"task offer {missing or ids} names no candidate of the pool; give pool ids (as the "
+                             "trl-grpo export's env_task column does)")
+        return list(dict.fromkeys(ids))[: self.n_offer]
+
     def _make_offer(self) -> list[OfferedCandidate]:
         context = self._arm.context
         if context is None or self.campaign.pending_interrupt is None:
             return []
-        rng = derive_rng(self.spec.campaign.seed, context.iteration, "environment-offer")
         available = np.asarray(context.available, dtype=int)
-        rows = rng.choice(available, size=min(self.n_offer, len(available)), replace=False) if len(available) else []
-        ids = [context.pool.ids[int(i)] for i in rows]
+        if self._fixed_offer:
+            untested = {context.pool.ids[int(i)] for i in available}
+            ids = [cid for cid in self._fixed_offer if cid in untested]
+        else:
+            rng = derive_rng(self.spec.campaign.seed, context.iteration, "environment-offer")
+            rows = rng.choice(available, size=min(self.n_offer, len(available)), replace=False) if len(available) else []
+            ids = [context.pool.ids[int(i)] for i in rows]
         predictions = self._predict(ids) or [(None, None)] * len(ids)
         width = max(2, len(str(self.n_offer - 1)))
         return [OfferedCandidate(label=f"o{k:0{width}d}", candidate_id=cid, text=describe(context.pool.get(cid)),

@@ -32,4 +32,4 @@ def export_campaign(ledger: Ledger, campaign_id: str, fmt: str, out_dir: str | P
     if not records:
         raise SetupError(f"campaign {campaign_id!r} has no rewarded trajectories to export; run it for at least one "
                          "iteration (rewards are recorded by the reward node)")
-    return write_format(fmt, records, Path(out_dir))
+    return write_format(fmt, records, Path(out_dir), ledger=ledger)

@@ -1,11 +1,16 @@
 """Writers for each export format, all views of the native trajectory records.
 
 - ``native``: ``trajectories.jsonl``, one schema-versioned trajectory per line.
-- ``trl-grpo``: ``train.jsonl`` for TRL's ``GRPOTrainer``: a conversational ``prompt`` column; every other column
-  (task id, rubric id and version, the recorded answer and lab value as references, the reward) reaches the reward
-  functions as a keyword argument.
+- ``trl-grpo``: ``train.jsonl`` for TRL's ``GRPOTrainer`` and ``metadata.json`` beside it. The conversational
+  ``prompt`` is the situation the planner faced, rendered by the environment's own observation renderer (objective,
+  the candidates on offer, rung and lab results so far, budget left; ``orchestrator.environment.grpo``). Every other
+  column reaches the reward functions as a keyword argument: ``env_task`` (what the reward function replays), the
+  task id, rubric id and version, the recorded answer and lab value as references, the recorded reward. The metadata
+  names the reward function (``closedloop.trl:campaign_reward``), which plays each completion in the environment.
 - ``trl-stepwise``: ``train.jsonl`` in TRL's stepwise-supervision form, ``{prompt, completions, labels}`` with one
   completion per step and ``labels`` true where the step's reward is positive; ``step_rewards`` keeps the floats.
+  A completion says what the step did (the proposal, the rung run, the dispatch, the lab's measurement), never how
+  it was scored: no criterion, reason, potential or reward appears in the prompt or the completions.
 - ``verifiers``: ``results.jsonl`` rows as verifiers writes them (``example_id, prompt, completion, reward,
   metrics, answer, info, timing, is_completed, is_truncated, error, trajectory``) and ``metadata.json`` beside.
 - ``hf``: the native records as a Hugging Face ``datasets.Dataset`` saved with ``save_to_disk`` in ``dataset/``.
@@ -19,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from ..domain import import_optional
+from ..domain import SetupError, import_optional
 
 __all__ = ["FORMATS", "ExportFormat", "write_format"]
 
@@ -41,34 +46,82 @@ def _native(records: list[dict[str, Any]], out: Path) -> list[Path]:
     return [_write_jsonl(out / "trajectories.jsonl", records)]
 
 
-def _grpo(records: list[dict[str, Any]], out: Path) -> list[Path]:
-    rows = [{
-        "prompt": _messages(r["prompt"]),
-        "task_id": f"{r['campaign_id']}:{r['trajectory_id']}",
-        "campaign_id": r["campaign_id"],
-        "arm": r["arm"],
-        "rubric_id": r["versions"]["rubric_id"],
-        "rubric_version": r["versions"]["rubric_version"],
-        "rubric_hash": r["versions"]["rubric_hash"],
-        "reference_completion": r["completion"],
-        "reference_value": r["lab"]["value"] if r["lab"] else None,
-        "recorded_reward": r["reward"],
-        "reward_status": r["status"],
-        "schema_version": r["schema_version"],
-    } for r in records]
-    return [_write_jsonl(out / "train.jsonl", rows)]
+_GRPO_SYSTEM = ("You plan experiments in a closed-loop campaign. Answer with one propose action as JSON naming a "
+                "candidate on offer; tool calls are not answered in this one-turn task.")
 
 
-def _step_text(step: dict[str, Any]) -> str:
-    reasons = "; ".join(f"{s['criterion_id']}: {s['reason']}" for s in step["scores"]) or "no criterion applied"
-    return (f"[{step['stage']} {step['subject']}] {reasons}; calibrated P(lab success) "
-            f"{step['potential_before']:.3f} -> {step['potential_after']:.3f}")
+def _grpo(records: list[dict[str, Any]], out: Path, ledger: Any = None) -> list[Path]:
+    from ..environment.grpo import GRPO_REWARD_FUNCTION, N_EXPORT_OFFER, REWARD_FLOOR, ledger_situations
+
+    situations = {}
+    if records:
+        if ledger is None:
+            raise SetupError("the trl-grpo export rebuilds each prompt from the campaign's ledger; use "
+                             "export_campaign(ledger, campaign_id, 'trl-grpo', out) or pass ledger=")
+        situations = ledger_situations(ledger, records[0]["campaign_id"], [r["iteration"] for r in records])
+    rows = []
+    for r in records:
+        situation = situations[r["iteration"]]
+        labels = {c.candidate_id: c.label for c in situation.observation.offer}
+        rows.append({
+            "prompt": [*_messages(_GRPO_SYSTEM, role="system"), *_messages(situation.observation.render())],
+            "env_task": json.dumps(situation.env_task, sort_keys=True),
+            "offer_ids": list(situation.offer_ids),
+            "reference_label": labels.get(r["candidate_id"]),
+            "iteration": r["iteration"],
+            "task_id": f"{r['campaign_id']}:{r['trajectory_id']}",
+            "campaign_id": r["campaign_id"],
+            "arm": r["arm"],
+            "rubric_id": r["versions"]["rubric_id"],
+            "rubric_version": r["versions"]["rubric_version"],
+            "rubric_hash": r["versions"]["rubric_hash"],
+            "reference_completion": r["completion"],
+            "reference_value": r["lab"]["value"] if r["lab"] else None,
+            "recorded_reward": r["reward"],
+            "reward_status": r["status"],
+            "schema_version": r["schema_version"],
+        })
+    metadata = {
+        "format": "trl-grpo", "schema_version": 1, "num_examples": len(rows),
+        "campaign_id": records[0]["campaign_id"] if records else None,
+        "reward_function": GRPO_REWARD_FUNCTION, "reward_floor": REWARD_FLOOR, "n_offer": N_EXPORT_OFFER,
+        "reward": "the return of a one-experiment CampaignEnvironment episode over env_task's spec, with the row's "
+                  "offer, that proposes the completion's candidate (rubric process reward plus the lab outcome); "
+                  "a completion naming no candidate on offer earns reward_floor",
+    }
+    meta = out / "metadata.json"
+    meta.write_text(json.dumps(metadata, indent=2, sort_keys=True), encoding="utf-8")
+    return [_write_jsonl(out / "train.jsonl", rows), meta]
+
+
+def _candidate_label(record: dict[str, Any]) -> str:
+    candidate = record.get("candidate") or {}
+    values = candidate.get("values")
+    return (candidate.get("smiles") or candidate.get("formula")
+            or ("; ".join(f"{k}={v}" for k, v in values.items()) if values else None) or record["candidate_id"])
+
+
+def _step_action(step: dict[str, Any], record: dict[str, Any]) -> str:
+    """What a step did, in words; how it was scored (criteria, reasons, potentials, rewards) stays out, since a
+    stepwise trainer shows this text to the model and the step's label is what it must predict."""
+    stage, subject, candidate = step["stage"], step["subject"], _candidate_label(record)
+    if stage == "plan":
+        return f"plan: the {subject} arm is asked to fill its lab slots"
+    if stage == "proposal":
+        return f"propose: {record['completion'] or candidate}"
+    if stage == "screen":
+        return f"screen: {candidate} goes through the campaign's simulation rungs"
+    if stage == "dispatch":
+        return f"dispatch: {candidate} is sent to the lab as job {subject}"
+    if stage == "outcome":
+        return f"outcome: the lab measures {candidate} (job {subject})"
+    return f"{stage}: {subject}"
 
 
 def _stepwise(records: list[dict[str, Any]], out: Path) -> list[Path]:
     rows = [{
-        "prompt": r["prompt"] + ("\n" + r["completion"] if r["completion"] else ""),
-        "completions": [_step_text(step) for step in r["steps"]],
+        "prompt": r["prompt"],
+        "completions": [_step_action(step, r) for step in r["steps"]],
         "labels": [step["reward"] > 0 for step in r["steps"]],
         "step_rewards": [step["reward"] for step in r["steps"]],
         "trajectory_id": r["trajectory_id"],
@@ -132,7 +185,12 @@ FORMATS: dict[str, Callable[[list[dict[str, Any]], Path], list[Path]]] = {
 }
 
 
-def write_format(fmt: str, records: list[dict[str, Any]], out: Path) -> list[Path]:
-    """Write ``records`` as ``fmt`` into ``out`` (created if needed); returns the paths written."""
+def write_format(fmt: str, records: list[dict[str, Any]], out: Path, *, ledger: Any = None) -> list[Path]:
+    """Write ``records`` as ``fmt`` into ``out`` (created if needed); returns the paths written.
+
+    ``ledger`` (the records' ledger) is needed by ``trl-grpo``, whose prompts are rebuilt from it.
+    """
     out.mkdir(parents=True, exist_ok=True)
+    if fmt == "trl-grpo":
+        return _grpo(records, out, ledger=ledger)
     return FORMATS[fmt](records, out)

@@ -88,6 +88,11 @@ def test_export_writes_each_format(db, tmp_path, fmt, name):
     assert (tmp_path / fmt / name).exists()
 
 
+def test_redteam_refuses_a_single_seed(tmp_path):
+    result = invoke("rewards", "redteam", "--seeds", 1, "--workdir", tmp_path)
+    assert result.exit_code == 2 and "--seeds" in said(result)
+
+
 def test_export_refuses_an_unknown_format(db, tmp_path):
     path, _ = db
     result = invoke("export", "cr", "--db", path, "--format", "csv", "--out", tmp_path)
@@ -95,17 +100,18 @@ def test_export_refuses_an_unknown_format(db, tmp_path):
 
 
 def test_redteam_json_ranks_every_adversary_below_honest_and_the_table_says_so(tmp_path):
-    result = invoke("rewards", "redteam", "--json", "--lab-budget", 4, "--workdir", tmp_path)
+    result = invoke("rewards", "redteam", "--json", "--seeds", 2, "--lab-budget", 4, "--workdir", tmp_path)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     policies = {p["name"]: p for p in data["policies"]}
-    assert "honest" in policies and len(policies) >= 10
-    assert all({"name", "mean_reward", "beats_honest"} <= set(p) for p in data["policies"])
+    assert "honest" in policies and len(policies) >= 10 and data["seeds"] == [0, 1]
+    assert all({"name", "margin", "interval", "beats_honest"} <= set(p) for p in data["policies"])
     for name, p in policies.items():
         if name != "honest":
-            assert not p["beats_honest"] and p["mean_reward"] < policies["honest"]["mean_reward"], name
+            assert not p["beats_honest"] and p["interval"][1] < 0 and p["mean_reward"] < policies["honest"][
+                "mean_reward"], name
     # The campaigns are kept in the workdir, so the table is printed without running them again.
-    table = invoke("rewards", "redteam", "--lab-budget", 4, "--workdir", tmp_path)
+    table = invoke("rewards", "redteam", "--seeds", 2, "--lab-budget", 4, "--workdir", tmp_path)
     assert table.exit_code == 0 and "cheap_rung_gamer" in table.stdout
     assert "no adversarial policy ties or beats the honest one" in said(table)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -56,11 +57,13 @@ def test_trl_grpo_has_a_prompt_and_every_other_column_reaches_reward_functions(c
     from trl.data_utils import is_conversational
 
     _, stored, _ = campaign_db
-    [path] = export_campaign(campaign_db[0], "ex", "trl-grpo", tmp_path)
+    path, metadata = export_campaign(campaign_db[0], "ex", "trl-grpo", tmp_path)
     dataset = load_dataset("json", data_files=str(path), split="train")
     assert "prompt" in dataset.column_names and is_conversational(dataset[0])
-    assert {"task_id", "rubric_id", "rubric_version", "reference_completion", "recorded_reward"} <= set(
+    assert {"task_id", "rubric_id", "rubric_version", "reference_completion", "recorded_reward", "env_task"} <= set(
         dataset.column_names)
+    assert json.loads(metadata.read_text())["reward_function"] == "closedloop.trl:campaign_reward"
+    assert all("Candidates on offer" in row["prompt"][-1]["content"] for row in dataset)
 
     # GRPOTrainer passes every column but prompt/completion to reward functions as keyword lists.
     inputs = list(dataset)
@@ -89,6 +92,32 @@ def test_trl_stepwise_has_prompt_completions_and_labels(campaign_db, tmp_path):
         assert row["labels"] == [r > 0 for r in row["step_rewards"]]
         assert row["step_rewards"] == pytest.approx(steps[row["trajectory_id"]])
         assert row["reward"] == stored[row["trajectory_id"]]
+
+
+def test_trl_stepwise_never_shows_a_steps_label_to_the_model(campaign_db, tmp_path):
+    """The prompt and completions are what the model reads; the label (and what it is computed from: the step's
+    reward, potentials, criteria and their reasons, the lab's value) must not be there."""
+    from orchestrator.exports.formats import FORMATS
+
+    _, _, records = campaign_db
+    canary = "LABEL-CANARY"
+    marked = [{**r, "steps": [{**step, "scores": [{**s, "reason": f"{canary} {s['reason']}"} for s in step["scores"]]}
+                              for step in r["steps"]]} for r in records]
+    [path] = FORMATS["trl-stepwise"](marked, tmp_path)
+    rows = {row["trajectory_id"]: row for row in map(json.loads, path.read_text().splitlines())}
+    criteria = {s["criterion_id"] for r in records for step in r["steps"] for s in step["scores"]}
+    for record in records:
+        row = rows[record["trajectory_id"]]
+        seen = "\n".join([row["prompt"], *row["completions"]])
+        assert canary not in seen and "P(lab success)" not in seen and "reward" not in seen.lower()
+        assert not [c for c in criteria if c in seen], "a criterion id is visible to the model"
+        numbers = set(re.findall(r"-?\d+\.\d+", " ".join(row["completions"])))
+        for step in record["steps"]:
+            for number in (step["reward"], step["potential_before"], step["potential_after"]):
+                assert not {f"{number:.3f}", f"{number:.2f}", repr(number)} & numbers
+        if record["lab"] and record["lab"]["value"] is not None:
+            assert f"{record['lab']['value']:g}" not in " ".join(row["completions"])  # the outcome's evidence
+        assert len(row["completions"]) == len(row["labels"]) and all(isinstance(x, bool) for x in row["labels"])
 
 
 def test_verifiers_rows_and_metadata(campaign_db, tmp_path):

@@ -1,5 +1,7 @@
-"""The red team: every adversarial policy earns less than the honest one under the built-in rubric, also when the
-LLM judge is gullible; and each policy does what its name says."""
+"""The red team: every adversarial policy earns less than the honest one under the built-in rubric, with a margin
+whose 95% interval over seeds stays below 0, also when the LLM judge is gullible; each policy does what its name
+says; and at the environment level a random policy and each adversary return less than an honest one while a
+do-nothing policy earns the floor. The tests use fewer seeds and experiments than the CLI's defaults."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from orchestrator.domain import Molecule
-from orchestrator.redteam import run_redteam
+from orchestrator.redteam import check_environment, margin_interval, run_redteam
 from rewards import judge
 from rewards.programmatic import rationale_problem
 from rewards.redteam import ADVERSARIES, HONEST, POLICIES, RedTeamSetting, make_policy
@@ -19,22 +21,27 @@ from rewards.redteam import ADVERSARIES, HONEST, POLICIES, RedTeamSetting, make_
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    return run_redteam("default", workdir=tmp_path_factory.mktemp("redteam"))
+    return run_redteam("default", n_seeds=3, lab_experiments=8, workdir=tmp_path_factory.mktemp("redteam"))
 
 
 @pytest.mark.parametrize("adversary", ADVERSARIES)
 def test_each_adversarial_policy_ranks_below_honest(report, adversary):
     by_name = {p.name: p for p in report.policies}
-    assert by_name[adversary].mean_reward < by_name[HONEST].mean_reward
-    assert not by_name[adversary].beats_honest
-    assert by_name[adversary].n_trajectories > 0
+    policy = by_name[adversary]
+    assert policy.mean_reward < by_name[HONEST].mean_reward
+    assert policy.interval[0] <= policy.margin <= policy.interval[1] < 0
+    assert not policy.beats_honest
+    assert policy.n_trajectories > 0 and len(policy.seed_rewards) == 3
 
 
 def test_the_report_names_the_rubric_and_flags_nothing(report):
     assert (report.rubric_id, report.flagged) == ("default", [])
     data = report.as_json()
     assert [p["name"] for p in data["policies"]] == list(POLICIES)
-    assert all({"name", "mean_reward", "beats_honest"} <= set(p) for p in data["policies"])
+    assert all({"name", "margin", "interval", "beats_honest", "mean_reward"} <= set(p) for p in data["policies"])
+    assert data["seeds"] == [0, 1, 2] and "Student t" in data["interval"]
+    honest = data["policies"][0]
+    assert honest["name"] == HONEST and honest["margin"] == 0.0 and honest["interval"] == [0.0, 0.0]
     assert json.loads(json.dumps(data)) == data
 
 
@@ -61,8 +68,20 @@ scope = "outcome"
 stages = ["outcome"]
 scorer = "lab_success"
 """)
-    naive = run_redteam(toml, policies=["canary_colon"], lab_experiments=4, workdir=tmp_path / "work")
+    naive = run_redteam(toml, policies=["canary_colon"], lab_experiments=4, n_seeds=2, workdir=tmp_path / "work")
     assert naive.flagged == ["canary_colon"]
+    canary = next(p for p in naive.policies if p.name == "canary_colon")
+    assert canary.interval[1] >= 0.0  # a tie on every seed: the interval reaches 0
+
+
+def test_the_margin_interval_is_a_t_interval_and_needs_two_seeds():
+    low, high = margin_interval([-0.2, -0.4, -0.3])
+    assert low < -0.3 < high and high - (-0.3) == pytest.approx(4.303 * 0.1 / 3 ** 0.5, rel=1e-3)
+    assert margin_interval([0.0, 0.0]) == (0.0, 0.0)
+    from orchestrator.domain import SetupError
+
+    with pytest.raises(SetupError, match="at least 2 seeds"):
+        margin_interval([0.1])
 
 
 def test_a_gullible_judge_cannot_be_fooled_by_canaries(tmp_path, monkeypatch):
@@ -71,7 +90,7 @@ def test_a_gullible_judge_cannot_be_fooled_by_canaries(tmp_path, monkeypatch):
     yes = json.dumps({"reason": "looks fine", "verdict": "yes"})
     monkeypatch.setattr(judge, "_MODELS", {"embedded": FakeListChatModel(responses=[yes])})
     judged = run_redteam("judged", policies=["canary_colon", "canary_thought", "length_padding"],
-                         lab_experiments=4, workdir=tmp_path)
+                         lab_experiments=4, n_seeds=2, workdir=tmp_path)
     assert judged.flagged == []
 
     # Every judge call is in the ledger, and a recompute is answered from there without asking the model again.
@@ -127,7 +146,7 @@ def test_honest_proposes_the_cheap_rungs_favourites_with_plain_rationales():
     pool = _Pool()
     assert ids(proposals) == [pool.ids[0], pool.ids[1]]
     assert all(rationale_problem(p.hypothesis + " " + p.rationale) is None for p in proposals)
-    assert proposals[0].expected == -9.0 and proposals[0].arm == "redteam.honest"
+    assert proposals[0].expected is None and proposals[0].arm == "redteam.honest"  # no claim copied from the rung
 
 
 def test_the_gamer_picks_what_the_cheap_rung_loves_and_the_lab_rejects():
@@ -155,3 +174,18 @@ def test_canary_policies_copy_the_honest_picks_but_not_its_text():
         proposals = make_policy(name, SETTING).propose(context(), 2)
         assert ids(proposals) == ids(honest)
         assert all(rationale_problem(p.hypothesis + " " + p.rationale) for p in proposals)
+
+
+# ------------------------------------------------------------------------------------------------ environment
+def test_at_the_environment_level_random_and_adversaries_return_less_than_honest_and_doing_nothing_earns_the_floor(
+        tmp_path):
+    from orchestrator.environment import EPISODE_FLOOR
+
+    check = check_environment(n_seeds=3, lab_experiments=6, workdir=tmp_path)
+    assert check.failures == []
+    assert set(check.returns) == {"honest", "random", "do_nothing", "garbage_actions", "cheap_rung_gamer"}
+    assert check.returns["do_nothing"] == (EPISODE_FLOOR,) * 3
+    honest = sum(check.returns["honest"]) / 3
+    for name in ("random", "garbage_actions", "cheap_rung_gamer", "do_nothing"):
+        assert sum(check.returns[name]) / 3 < honest, name
+    assert min(check.returns["random"]) > EPISODE_FLOOR  # playing at all beats doing nothing
