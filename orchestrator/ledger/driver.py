@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Boolean
 from sqlalchemy.engine import Connection
 
-__all__ = ["column_names", "driver_read", "row_dicts", "row_view", "row_views"]
+__all__ = ["column_names", "driver_read", "row_dicts", "row_view", "row_views", "typed_rows"]
 
 
 def driver_read(conn: Connection, sql: str, params: Sequence[Any], *, is_postgres: bool) -> list[tuple]:
@@ -46,6 +46,11 @@ def _typed(table: type, raw: tuple) -> list[Any]:
         if values[i] is not None:
             values[i] = bool(values[i])  # SQLite keeps booleans as 0/1
     return values
+
+
+def typed_rows(table: type, rows: list[tuple]) -> list[tuple]:
+    """Driver rows with booleans as bool; rows of a table without boolean columns are returned as they are."""
+    return [tuple(_typed(table, raw)) for raw in rows] if _boolean_positions(table) else rows
 
 
 def row_dicts(table: type, rows: list[tuple]) -> list[dict[str, Any]]:

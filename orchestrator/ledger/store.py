@@ -406,13 +406,10 @@ class Ledger:
     def chain_rows(self, campaign_id: str, *, batch: int = 5000) -> Iterator[Any]:
         """Every event row of a campaign with its stored hash, in seq order, fetched in batches (not cached)."""
         after = 0
+        sql = f"SELECT {_EVENT_SELECT}, hash FROM event WHERE campaign_id = ? AND seq > ? ORDER BY seq LIMIT ?"
         while True:
-            with self.engine.connect() as conn:
-                rows = conn.execute(
-                    select(*_EVENT_COLUMNS, EventRow.hash)
-                    .where(EventRow.campaign_id == campaign_id, EventRow.seq > after)
-                    .order_by(EventRow.seq).limit(batch)
-                ).all()
+            rows = [_EventValues(*raw[:6], _stored_time(raw[6]), raw[7])
+                    for raw in self._read(sql, (campaign_id, after, batch))]
             if not rows:
                 return
             yield from rows

@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 
 from collections.abc import Iterable
 
-from sqlalchemy import select
-
 from ..events import parse_payload
 from .chain import GENESIS, ChainBreak, event_hash
+from .driver import column_names, typed_rows
 from .projections import ProjectionBatch, primary_key
 from .store import Ledger
 from .tables import PROJECTION_TABLES, CampaignRow
@@ -37,14 +36,13 @@ class VerifyReport:
 def _stored(ledger: Ledger, table: type, campaign_id: str) -> dict[tuple, dict]:
     """The stored rows of one table, by primary key, without ``updated_seq`` (read bookkeeping: rows migrated from
     before it existed hold 0, not projected content)."""
-    column = table.__table__.c["id" if table is CampaignRow else "campaign_id"]
+    column = "id" if table is CampaignRow else "campaign_id"
     pk = primary_key(table)
-    names = [c.name for c in table.__table__.columns]
+    names = column_names(table)
     at = [names.index(name) for name in pk]
     keep = [i for i, name in enumerate(names) if name != "updated_seq"]
-    with ledger.engine.connect() as conn:
-        found = conn.execute(select(table.__table__).where(column == campaign_id)).all()
-    return {tuple(row[i] for i in at): {names[i]: row[i] for i in keep} for row in found}
+    found = ledger._read(f"SELECT {', '.join(names)} FROM {table.__tablename__} WHERE {column} = ?", (campaign_id,))
+    return {tuple(row[i] for i in at): {names[i]: row[i] for i in keep} for row in typed_rows(table, found)}
 
 
 def _fold(campaign_id: str, rows: Iterable) -> ProjectionBatch:
