@@ -15,7 +15,9 @@ same, by a certificate rather than by approximation:
    Otherwise the shortlist grows fourfold and the batch is chosen again, up to the shortlist's memory budget; past
    it the batch is the shortlist's, and a warning says so.
 
-Memory is O(chunk × n_features + shortlist × n_features), whatever the pool's size.
+Memory is O(chunk × n_features + shortlist × n_features), whatever the pool's size. Over a compact pool's
+per-column blocks the pass builds no feature row at all (``_BlockPosterior``): a row's kernel column is a sum of
+per-value table lookups.
 """
 
 from __future__ import annotations
@@ -63,9 +65,81 @@ def _log_window_bound(mean: np.ndarray, sd: np.ndarray, target: float, distance:
     return np.where(e > 0, np.minimum(outside, math.log(distance)), math.log(distance))
 
 
-def _first_scores(believed: GPSurrogate, X: np.ndarray, offset: np.ndarray, best: float, target: float | None,
+class _BlockPosterior:
+    """The posterior mean and sd at pool rows from per-column feature blocks (``pool_compact.CompactFeatures``).
+
+    Both kernels split over feature blocks: Matérn's scaled squared distance is a sum over blocks, Tanimoto's dot
+    products and squared norms too. So each block's distances (or products) to the n_z conditioning points are
+    tabulated once per distinct value, and a row's kernel column is a sum of table lookups: no dense feature row is
+    built. The posterior then follows ``PoolPosterior``: one triangular solve against the Cholesky factor of the
+    conditioning points' kernel matrix.
+    """
+
+    def __init__(self, believed: GPSurrogate, features: Any):
+        import torch
+
+        h = believed.hyperparameters
+        self.kind, self.variance = h["kernel"], float(h["variance"])
+        self.y_mean, self.y_sd = h["y_mean"], h["y_sd"]
+        Z = believed._model.X.numpy()
+        widths = [table.shape[1] for _, table in features.blocks]
+        bounds = np.cumsum([0, *widths])
+        lengthscale = np.broadcast_to(np.asarray(h.get("lengthscale", 1.0), dtype=float), (Z.shape[1],))
+        self.blocks = []
+        for (codes, table), lo, hi in zip(features.blocks, bounds[:-1], bounds[1:], strict=True):
+            scale = lengthscale[lo:hi] if self.kind == "matern52" else np.ones(hi - lo)
+            z = Z[:, lo:hi] / scale
+            if codes is None:
+                self.blocks.append((None, table, scale, z))
+            else:
+                self.blocks.append((codes, self._pairs(table / scale, z), None, None))
+        with torch.no_grad():
+            L = believed._cholesky().numpy()
+        self.L = L
+        self.alpha = _solve_lower(L, believed._model.y.numpy())
+        self.z_norms = (Z * Z).sum(1)
+
+    def _pairs(self, a: np.ndarray, z: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        if self.kind == "matern52":
+            return np.clip((a * a).sum(1)[:, None] - 2 * a @ z.T + (z * z).sum(1)[None, :], 0.0, None)
+        return a @ z.T, (a * a).sum(1)
+
+    def predict(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        parts = []
+        for codes, table, scale, z in self.blocks:
+            if codes is None:
+                parts.append(self._pairs(table[rows] / scale, z))
+            elif self.kind == "matern52":
+                parts.append(table[codes[rows]])
+            else:
+                parts.append((table[0][codes[rows]], table[1][codes[rows]]))
+        if self.kind == "matern52":
+            r = np.sqrt(sum(parts))
+            k = self.variance * (1 + math.sqrt(5) * r + 5 / 3 * r * r) * np.exp(-math.sqrt(5) * r)
+        else:
+            ab = sum(p[0] for p in parts)
+            aa = sum(p[1] if p[1].ndim == 1 else p[1] for p in parts)
+            denominator = aa[:, None] + self.z_norms[None, :] - ab
+            is_empty = denominator <= 0
+            k = self.variance * np.where(is_empty, 1.0, ab / np.where(is_empty, 1.0, denominator))
+        W = _solve_lower(self.L, k.T)
+        mean = (W.T @ self.alpha) * self.y_sd + self.y_mean
+        var = np.clip(self.variance - (W * W).sum(0), 0.0, None)
+        return mean, np.sqrt(var) * self.y_sd
+
+
+def _solve_lower(L: np.ndarray, b: np.ndarray) -> np.ndarray:
+    from scipy.linalg import solve_triangular
+
+    return solve_triangular(L, b, lower=True)
+
+
+def _first_scores(believed: Any, X: Any, offset: np.ndarray, best: float, target: float | None,
                   y_sd: float) -> np.ndarray:
-    """``select_batch``'s scores before its first pick (log-EI), or for a target the bound over later picks."""
+    """``select_batch``'s scores before its first pick (log-EI), or for a target the bound over later picks.
+
+    ``believed`` is a ``GPSurrogate`` with ``X`` the rows' features, or a ``_BlockPosterior`` with ``X`` the rows.
+    """
     mean, sd = believed.predict(X)
     sd_std = np.sqrt(np.maximum((sd / y_sd) ** 2, _MIN_VARIANCE))
     if target is None:
@@ -143,11 +217,18 @@ def select_batch_streamed(
 
     cap = max(q, min(len(available), shortlist_bytes // (8 * max(n_features, 1))))
     chunk = int(min(50_000, max(256, chunk_bytes // (8 * max(n_features, 1)))))
+    blocks = None
+    if hasattr(features, "blocks") and believed.hyperparameters["kernel"] in ("matern52", "tanimoto"):
+        blocks = _BlockPosterior(believed, features)
+        chunk = 50_000
     top_scores, top_rows = np.zeros(0), np.zeros(0, dtype=np.int64)
     for start in range(0, len(available), chunk):
         rows = available[start:start + chunk]
         offset = np.zeros(len(rows)) if prior is None else np.asarray(prior, dtype=float)[rows]
-        scores = _first_scores(believed, features[rows], offset, best, target, y_sd)
+        if blocks is not None:
+            scores = _first_scores(blocks, rows, offset, best, target, y_sd)
+        else:
+            scores = _first_scores(believed, features[rows], offset, best, target, y_sd)
         top_scores, top_rows = _keep_best(np.concatenate([top_scores, scores]), np.concatenate([top_rows, rows]),
                                           cap + 1)
 

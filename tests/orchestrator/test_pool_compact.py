@@ -182,3 +182,23 @@ def test_bad_rows_of_a_streamed_pool_are_reported_before_the_first_dispatch(tmp_
     assert started < first_dispatch
     assert events[started].payload["pool_rows_skipped"] == [
         "line 250: time_h is empty (write none for an absent component)"]
+
+
+@pytest.mark.parametrize("kernel", ["matern52", "tanimoto"])
+def test_batches_from_fingerprint_blocks_equal_the_dense_batches(tmp_path, kernel):
+    """Over a compact pool the bound pass reads per-reagent tables (no dense rows); the batch is the dense one's."""
+    from orchestrator.planners.acquisition import select_batch
+    from orchestrator.planners.acquisition_stream import select_batch_streamed
+    from orchestrator.planners.surrogate import GPSurrogate
+
+    spec = small_spec(BUCHWALD_SPEC, space__stream=True, space__features="columns")
+    pool = load_pool(spec)
+    X = np.asarray(pool.features)
+    y = pool.columns["yield"]
+    train = np.arange(0, 400, 20)
+    surrogate = GPSurrogate.fit(X[train], y[train], kernel=kernel, n_steps=30)
+    available = np.setdiff1d(np.arange(len(pool)), np.arange(0, 420, 20))
+    pending = X[[400]]
+    whole, _ = select_batch(surrogate, X[train], y[train], X[available], 5, pending=pending)
+    rows, _ = select_batch_streamed(surrogate, X[train], y[train], pool.features, available, 5, pending=pending)
+    assert rows.tolist() == available[whole].tolist()
