@@ -61,8 +61,9 @@ log = logging.getLogger(__name__)
 STREAM_BUDGET_BYTES = 512 * 2**20
 """What an in-memory pool may take before ``stream = "auto"`` streams it: half the 1 GB a campaign may use."""
 IN_MEMORY_BYTES_PER_ROW = 5_000
-"""Measured peak bytes per row of an in-memory conditions pool (candidate objects, frame, ids, one-hot features);
-about 5 KB with four categorical columns (``benchmarks/orchestration.py``, part ``pool``)."""
+"""Peak bytes per row of an in-memory conditions pool (candidate objects, frame, ids, dense features): issue 17
+measured about 10 KB a row (10 GB for 10^6 rows of four SMILES columns); half of that is taken, so ``auto``
+streams somewhat early rather than late (an estimate, not a measurement of each pool)."""
 CHUNK_ROWS = 100_000
 
 
