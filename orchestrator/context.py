@@ -154,7 +154,10 @@ def _build_driver(spec: CampaignSpec, pool: Pool):
             params.setdefault("oracle", simulator_oracle(spec))
         else:
             column = spec.lab.oracle_column or "_oracle"
-            params.setdefault("oracle", TableOracle(pool.column(column), property=spec.objective.property))
+            from .pool_compact import CompactPool
+
+            params.setdefault("oracle", pool.oracle(column, spec.objective.property) if isinstance(pool, CompactPool)
+                              else TableOracle(pool.column(column), property=spec.objective.property))
         params.setdefault("noise_sd", spec.lab.noise_sd)
         params.setdefault("seed", spec.campaign.seed)
     return load_driver(spec.lab.driver, **params)

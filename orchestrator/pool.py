@@ -232,7 +232,8 @@ _CACHE: dict[tuple, Pool] = {}
 def load_pool(spec: CampaignSpec) -> Pool:
     """Load, check and parse the spec's design space (cached per file, modification time and reading options).
 
-    Every row is judged first (``pool_checks``); ``[space] on_bad_rows`` refuses or skips the bad ones.
+    Every row is judged first (``pool_checks``); ``[space] on_bad_rows`` refuses or skips the bad ones. A large
+    conditions pool (``[space] stream``) comes back as a ``pool_compact.CompactPool``, which answers as a ``Pool``.
     """
     kind = spec.campaign.kind
     if spec.space.inline is not None:
@@ -243,6 +244,12 @@ def load_pool(spec: CampaignSpec) -> Pool:
     key = (str(path), path.stat().st_mtime_ns, path.stat().st_size, kind, spec.space.model_dump_json(),
            tuple(_value_columns(spec).items()))
     if key in _CACHE:
+        return _CACHE[key]
+    from .pool_compact import load_compact_pool, should_stream
+
+    if should_stream(spec):
+        _CACHE.clear()  # a streamed pool is large: keep one
+        _CACHE[key] = load_compact_pool(spec, _value_columns(spec))
         return _CACHE[key]
     wanted = spec.space.columns if kind == "conditions" else [spec.space.column]
     frame = read_csv_table(path, "design-space pool", columns=[*wanted, *_value_columns(spec)],

@@ -121,6 +121,11 @@ class SpaceSpec(_Spec):
         description="conditions: 'parameters' encodes each parameter (one-hot or scaled); 'columns' reads what each "
                     "column holds (Morgan bits for SMILES, composition features for formulas, scaled numbers, "
                     "one-hot categories)")
+    stream: Literal["auto"] | bool = Field(
+        default="auto",
+        description="conditions pools: keep only compact row codes and compute features, acquisition and dedup chunk by "
+                    "chunk (true), load every row as a candidate (false), or stream when the in-memory pool would "
+                    "exceed its memory budget ('auto', orchestrator.pool_compact.should_stream)")
     generate: bool = Field(default=False, description="open space: propose new molecules or compositions")
     max_heavy_atoms: int | None = Field(default=30, gt=0, description="generator mode: largest molecule, heavy atoms")
     max_atoms: int | None = Field(default=12, gt=0, description="generator mode: largest formula unit, atoms")
@@ -143,6 +148,9 @@ class SpaceSpec(_Spec):
             raise ValueError("give exactly one of 'pool' (a CSV path) or 'inline' (a list of candidates)")
         if self.pool is not None and not (self.column or self.columns):
             raise ValueError("a pool needs 'column' (molecules, materials) or 'columns' (conditions)")
+        if self.stream is True and (self.pool is None or self.generate):
+            raise ValueError("stream = true streams a fixed pool file; an inline or open (generate = true) space is "
+                             "held in memory, so leave stream out")
         return self
 
 

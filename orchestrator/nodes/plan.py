@@ -117,7 +117,11 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     if generate and n_slots > 0:
         items += _grow_by_mutation(ctx, iteration, history)
     excluded = set(history.tested) | _rejected_for_good(ctx)
-    available = np.asarray([i for i, cid in enumerate(pool.ids) if cid not in excluded], dtype=int)
+    # By row, not by scanning every id: a streamed pool spells ids on demand.
+    excluded_rows = [pool.index[cid] for cid in excluded if cid in pool.index]
+    is_available = np.ones(len(pool), dtype=bool)
+    is_available[np.asarray(excluded_rows, dtype=int)] = False
+    available = np.flatnonzero(is_available)
     observed = np.asarray([pool.index[r[0]] for r in history.results], dtype=int)
     utilities = np.asarray([r[3] for r in history.results], dtype=float)
     values = np.asarray([r[2] for r in history.results], dtype=float)

@@ -322,9 +322,16 @@ class BOPlanner:
         is_value = self.models_values(context)
         target = float(context.spec.objective.target) if is_value else None
         best = self._incumbent(context, surrogate, X_train, prior, target)
-        picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n, pending=pending,
-                                     incumbent=best, target=target, **offsets)
-        chosen = context.available[np.asarray(picks, dtype=int)]
+        if isinstance(X, np.ndarray):
+            picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n, pending=pending,
+                                         incumbent=best, target=target, **offsets)
+            chosen = context.available[np.asarray(picks, dtype=int)]
+        else:  # a streamed pool: features gathered chunk by chunk, the same batch (acquisition_stream)
+            from .acquisition_stream import select_batch_streamed
+
+            chosen, log_ei = select_batch_streamed(
+                surrogate, X_train, y_train, X, context.available, n, pending=pending, prior=prior,
+                prior_pending=offsets.get("offset_pending"), incumbent=best, target=target)
         mean, sd = surrogate.predict(X[chosen])
         if prior is not None:
             mean = mean + prior[chosen]
