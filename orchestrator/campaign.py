@@ -33,7 +33,7 @@ from langgraph.types import Command
 
 from .context import CampaignContext, build_context
 from .domain import SetupError, import_optional, redact
-from .events import CampaignStarted
+from .events import CampaignStarted, Observed
 from .graph import build_graph
 from .importing import HistoryFile, ImportedHistory, history_events
 from .lease import CampaignLease
@@ -41,6 +41,7 @@ from .ledger import Ledger, check_sqlite_file
 from .pool import load_pool
 from .resume_policy import recorded_spec, resume_spec
 from .spec import CampaignSpec
+from .success_bar import fix_success_bar
 from .summary import summarise
 
 __all__ = ["Campaign", "checkpoint_path"]
@@ -171,15 +172,20 @@ class Campaign:
             _give_up(ledger if owns else None, taken)
             raise
         try:
-            items: list[tuple] = [(CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
-                                                   spec=redact(spec.model_dump(mode="json")),
-                                                   pool_rows_skipped=list(campaign.ctx.pool.skipped_rows)), "started")]
+            imports: list[tuple] = []
             if history is not None:
                 imports, campaign.imported = history_events(
                     campaign_id, spec, campaign.ctx.pool, history.path, value_column=history.value_column,
                     candidate_column=history.candidate_column)
-                now = datetime.now(UTC)
-                items += [(payload, key, "importer", now) for payload, key in imports]
+            # the process reward's success bar, fixed now from what is known before any lab result of this campaign
+            known = [p.value for p, _ in imports if isinstance(p, Observed) and p.status == "ok" and p.value is not None]
+            bar = fix_success_bar(spec, campaign.ctx.pool, history=known, on_unknown="first_results")
+            items: list[tuple] = [(CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
+                                                   spec=redact(spec.model_dump(mode="json")),
+                                                   pool_rows_skipped=list(campaign.ctx.pool.skipped_rows),
+                                                   success_bar=bar.record()), "started")]
+            now = datetime.now(UTC)
+            items += [(payload, key, "importer", now) for payload, key in imports]
             ledger.append_many(campaign_id, items)  # one transaction: the campaign exists with its history or not at all
         except BaseException:
             campaign.close()  # releases the lease, the checkpointer and a ledger it opened

@@ -84,6 +84,10 @@ class CampaignStarted(EventPayload):
     pool_rows_skipped: list[str] = Field(
         default_factory=list, description="pool rows left out under [space] on_bad_rows = 'skip', each as "
                                           "'line 7: what is wrong'; empty when none were (and in older ledgers)")
+    success_bar: dict[str, Any] | None = Field(
+        default=None, description="the process reward's success bar, fixed before the first experiment "
+                                  "(orchestrator.success_bar.SuccessBar.record()); None in ledgers from before it was "
+                                  "recorded, which keep the running-median rule")
 
 
 class Proposed(EventPayload):

@@ -7,13 +7,14 @@ stored reward records of the open trajectories. A final trajectory is dropped on
 ledger, so memory follows the trajectories in flight and the lab's results, not the length of the ledger.
 
 Events are fed in ledger order (``feed``); ``trajectories(k)`` then gives every open trajectory as of iteration
-``k`` with the potential after each step. Events of one iteration are appended before any of a later one, so feeding
+``k`` with the potential after each step. The success bar is the one ``CampaignStarted`` recorded
+(``orchestrator.success_bar``); a ledger from before it was recorded keeps the old rule, the running median of the
+results when the spec sets no bar (``legacy_threshold``). Events of one iteration are appended before any of a later one, so feeding
 by seq and feeding iteration by iteration (``recompute``) see the same thing.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 from .escalation import calibrate_rung
 from .events import Event
 from .spec import CampaignSpec
+from .success_bar import SuccessBar, first_results_threshold, legacy_threshold
 
 __all__ = ["Outlook", "StoredRecord", "Trajectory", "TrajectoryFold", "event_iteration"]
 
@@ -123,6 +125,8 @@ class TrajectoryFold:
         self._verdicts: dict[tuple[str, str], dict] = defaultdict(dict)
         self.judge_answers: dict[str, str] = {}
         """Judge replies already in the ledger, by call key."""
+        self.bar: SuccessBar | None = None
+        """The success bar ``CampaignStarted`` recorded; None for ledgers from before it was recorded."""
 
     @classmethod
     def as_of(cls, spec: CampaignSpec, events: Iterable[Event], iteration: int) -> TrajectoryFold:
@@ -139,6 +143,10 @@ class TrajectoryFold:
             if handler is not None:
                 handler(event)
             self.last_seq = max(self.last_seq, event.seq)
+
+    def _on_CampaignStarted(self, event: Event) -> None:
+        recorded = event.payload.get("success_bar")
+        self.bar = SuccessBar.model_validate(recorded) if recorded is not None else None
 
     def _on_Proposed(self, event: Event) -> None:
         p = event.payload
@@ -233,7 +241,7 @@ class TrajectoryFold:
 
         objective = self.spec.objective
         utilities = [u for _, u in self._results]
-        threshold = _success_threshold(self.spec, utilities)
+        threshold = self.success_threshold(utilities)
         n_success = sum(u >= threshold for u in utilities) if threshold is not None else 0
         validities = {}
         for rung, values in self._proxy_values.items():
@@ -247,6 +255,14 @@ class TrajectoryFold:
                                             residual_sd=calibration.residual_sd)
         return Outlook(threshold, base_rate(n_success, len(utilities)) if threshold is not None else 0.5, validities,
                        utilities)
+
+    def success_threshold(self, utilities: list[float]) -> float | None:
+        """The lab utility counted as a success: the recorded bar, else (older ledgers) the old rule."""
+        if self.bar is None:
+            return legacy_threshold(self.spec, utilities)
+        if self.bar.source == "first_results":
+            return first_results_threshold(self.bar, utilities)
+        return self.bar.utility_threshold(self.spec.objective)
 
     def trajectories(self, iteration: int) -> tuple[list[Trajectory], Outlook]:
         """Every trajectory not final before ``iteration``, with its steps and status as of ``iteration``.
@@ -383,12 +399,3 @@ class TrajectoryFold:
                                                    or t.handled.get(last.subject, "retry") != "retry")
         t.status = "final" if is_answered else "provisional"
 
-
-def _success_threshold(spec: CampaignSpec, utilities: list[float]) -> float | None:
-    """Lab utility counted as a success: the target window, the stop threshold, else the median result so far."""
-    objective = spec.objective
-    if objective.direction == "target":
-        return -float(objective.tolerance)
-    if spec.stop.threshold is not None:
-        return objective.utility(spec.stop.threshold)
-    return statistics.median(utilities) if utilities else None

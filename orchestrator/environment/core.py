@@ -112,6 +112,7 @@ class CampaignEnvironment:
         self._fixed_offer: tuple[str, ...] = ()
         self._last: EnvironmentObservation | None = None
         self.spec: CampaignSpec | None = None
+        self._read = _EpisodeRead()
 
     # ------------------------------------------------------------------------------------------------ episodes
     def episode_spec(self, seed: int | None, task: dict[str, Any]) -> tuple[CampaignSpec, SuccessBar]:
@@ -156,6 +157,7 @@ class CampaignEnvironment:
         campaign_id = task.get("campaign_id") or f"env-{self.spec.campaign.name}-{uuid.uuid4().hex[:8]}"
         self.campaign = Campaign.start(self.spec, db=self.ledger, campaign_id=campaign_id)
         self._step, self._potential, self._return = 0, 0.0, 0.0
+        self._read = _EpisodeRead()
         self.campaign.run()
         self._potential = self._episode_potential()
         self._last = self._observe()
@@ -244,7 +246,9 @@ class CampaignEnvironment:
         raise InvalidAction(f"{ref!r} is not {where}; name an offer label ({labels}) or the pool id of one")
 
     def _propose(self, action: ProposeAction) -> None:
-        n = self._arm.n if self.campaign.pending_interrupt is not None else 0
+        # the last observation's count: nothing but this episode's own actions moves the campaign between steps,
+        # and reading the graph's pending interrupt again costs a checkpoint read
+        n = self._last.n_to_propose if self._last is not None else 0
         if n == 0:
             raise InvalidAction("no lab slot is open now; wait is not an action: the episode only asks when one is")
         ids = [self._resolve(ref, offer_only=True) for ref in action.candidate_ids]
@@ -350,9 +354,9 @@ class CampaignEnvironment:
                              "trl-grpo export's env_task column does)")
         return list(dict.fromkeys(ids))[: self.n_offer]
 
-    def _make_offer(self) -> list[OfferedCandidate]:
+    def _make_offer(self, is_asking: bool) -> list[OfferedCandidate]:
         context = self._arm.context
-        if context is None or self.campaign.pending_interrupt is None:
+        if context is None or not is_asking:
             return []
         available = np.asarray(context.available, dtype=int)
         if self._fixed_offer:
@@ -369,23 +373,13 @@ class CampaignEnvironment:
 
     def _observe(self, *, tool_result: dict | None = None, error: str | None = None) -> EnvironmentObservation:
         ctx, spec = self.campaign.ctx, self.spec
-        if tool_result is None and error is None or not self._offer:
-            self._offer = self._make_offer()
-        summary = self.campaign.summary() if self.campaign.is_finished else None
+        # each of these reads the ledger or the graph's checkpoint: once per observation
         is_done = self.campaign.is_finished
-        pool = ctx.pool
-        lab = []
-        for e in ctx.ledger.events(ctx.campaign_id, types=[Observed.type]):
-            p = e.payload
-            lab.append(LabResult(candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])),
-                                 status=p["status"], value=p["value"] if p["status"] == "ok" else None))
-        rung_results, compute_s = [], 0.0
-        for e in ctx.ledger.events(ctx.campaign_id, types=[Simulated.type]):
-            p, o = e.payload, e.payload["observation"]
-            compute_s += float(o.get("cost_s") or 0.0)
-            rung_results.append(RungResult(candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])),
-                                           rung=p["rung"], status=o["status"],
-                                           properties={k: float(v) for k, v in o.get("properties", {}).items()}))
+        is_asking = not is_done and self.campaign.pending_interrupt is not None
+        if tool_result is None and error is None or not self._offer:
+            self._offer = self._make_offer(is_asking)
+        summary = self.campaign.summary() if is_done else None
+        read = self._read.update(ctx)
         jobs = ctx.ledger.lab_jobs(ctx.campaign_id)
         objective = spec.objective
         bar = self.bar.threshold if self.bar is not None and self.bar.is_visible else None
@@ -394,22 +388,18 @@ class CampaignEnvironment:
             objective=ObjectiveView(property=objective.property, unit=objective.unit, direction=objective.direction,
                                     target=objective.target, tolerance=objective.tolerance, success_bar=bar),
             offer=() if is_done else tuple(self._offer),
-            n_to_propose=0 if is_done or self.campaign.pending_interrupt is None else self._arm.n,
-            rungs=tuple(r.name for r in ctx.rungs), rung_results=tuple(rung_results), lab_results=tuple(lab),
+            n_to_propose=self._arm.n if is_asking else 0,
+            rungs=tuple(r.name for r in ctx.rungs), rung_results=tuple(read.rung_results),
+            lab_results=tuple(read.lab_results),
             budget=Budget(lab_experiments=spec.budget.lab_experiments,
                           lab_experiments_left=max(spec.budget.lab_experiments - len(jobs), 0),
-                          n_pending=sum(j.status == "dispatched" for j in jobs), compute_s_used=compute_s),
+                          n_pending=sum(j.status == "dispatched" for j in jobs), compute_s_used=read.compute_s),
             tool_result=tool_result, error=error, is_done=is_done,
             stop_reason=summary.get("stop_reason") if summary else None)
 
     def _episode_potential(self) -> float:
         """Φ: the sum of the episode's trajectories' current rewards over the lab budget."""
-        ctx = self.campaign.ctx
-        latest: dict[str, float] = {}
-        for e in ctx.ledger.events(ctx.campaign_id, types=[RewardEstimated.type, RewardFinalised.type]):
-            if e.payload.get("arm") == ARM:
-                latest[e.payload["subject"]] = float(e.payload["reward"])
-        return sum(latest.values()) / self.spec.budget.lab_experiments
+        return sum(self._read.update(self.campaign.ctx).rewards.values()) / self.spec.budget.lab_experiments
 
     def _outcome_reward(self) -> float:
         from ..history import lab_history
@@ -438,3 +428,36 @@ class CampaignEnvironment:
         self._close_campaign()
         if self._owns_ledger:
             self.ledger.close()
+
+
+class _EpisodeRead:
+    """What observations and the potential read from the episode's ledger, kept up to date event by event (each
+    step reads only the events appended since the last), rather than rebuilt from every event at every step."""
+
+    def __init__(self):
+        self.seq = 0
+        self.lab_results: list[LabResult] = []
+        self.rung_results: list[RungResult] = []
+        self.compute_s = 0.0
+        self.rewards: dict[str, float] = {}
+        """trajectory -> its current reward, for the policy's arm."""
+
+    def update(self, ctx) -> _EpisodeRead:
+        types = [Observed.type, Simulated.type, RewardEstimated.type, RewardFinalised.type]
+        pool = ctx.pool
+        for e in ctx.ledger.events(ctx.campaign_id, types=types, after_seq=self.seq):
+            p = e.payload
+            if e.type == Observed.type:
+                self.lab_results.append(LabResult(
+                    candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), status=p["status"],
+                    value=p["value"] if p["status"] == "ok" else None))
+            elif e.type == Simulated.type:
+                o = p["observation"]
+                self.compute_s += float(o.get("cost_s") or 0.0)
+                self.rung_results.append(RungResult(
+                    candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), rung=p["rung"],
+                    status=o["status"], properties={k: float(v) for k, v in o.get("properties", {}).items()}))
+            elif p.get("arm") == ARM:
+                self.rewards[p["subject"]] = float(p["reward"])
+            self.seq = max(self.seq, e.seq)
+        return self
