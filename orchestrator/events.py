@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,11 +45,16 @@ __all__ = [
     "HumanVerdict",
     "RewardEstimated",
     "RungValidated",
+    "RungDecision",
+    "RungRun",
     "Scored",
+    "Screened",
     "Simulated",
     "SlotsOffered",
     "SurrogateUpdated",
+    "expand_screened",
     "parse_payload",
+    "screen_records",
 ]
 
 SCHEMA_VERSION = 1
@@ -140,6 +146,47 @@ class Promoted(EventPayload):
     score: float | None = None
     reason: str = ""
     numbers: dict[str, float | None] = Field(default_factory=dict, description="the numbers behind the decision")
+
+
+class RungRun(BaseModel):
+    """One rung result inside a ``Screened`` record: what a ``Simulated`` event says, without the iteration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["simulated"] = "simulated"
+    candidate_id: str
+    rung: str
+    observation: dict[str, Any] = Field(description="domain.Observation.model_dump()")
+
+
+class RungDecision(BaseModel):
+    """One escalation decision inside a ``Screened`` record: what a ``Promoted`` event says, without the iteration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["promoted"] = "promoted"
+    candidate_id: str
+    from_rung: str
+    to_rung: str
+    decision: Literal["promote", "skip", "hold"]
+    score: float | None = None
+    reason: str = ""
+    numbers: dict[str, float | None] = Field(default_factory=dict, description="the numbers behind the decision")
+
+
+class Screened(EventPayload):
+    """One screening round: every rung result and every escalation decision of the iteration, in the order made.
+
+    Ledgers written before it hold one ``Simulated`` per result and one ``Promoted`` per decision instead; both shapes
+    stay readable, and ``expand`` (or ``screen_records`` on a stored dict) gives a round's steps in the old shape, so
+    a reader folds either alike.
+    """
+
+    type: ClassVar[str] = "Screened"
+    iteration: int
+    steps: list[Annotated[RungRun | RungDecision, Field(discriminator="kind")]]
+
+    def expand(self) -> list[Simulated | Promoted]:
+        """The round's steps as the per-step events older ledgers hold, in order."""
+        return [parse_payload(t, p) for t, p in screen_records(self.type, self.model_dump(mode="json"))]
 
 
 class RungAssessed(EventPayload):
@@ -450,6 +497,28 @@ def parse_payload(event_type: str, payload: str | dict[str, Any]) -> EventPayloa
     return cls.model_validate_json(payload) if isinstance(payload, str) else cls.model_validate(payload)
 
 
+_STEP_TYPES = {"simulated": "Simulated", "promoted": "Promoted"}
+
+
+def screen_records(event_type: str, payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A stored ``Screened`` payload as ``(type, payload)`` pairs of old-shape ``Simulated``/``Promoted`` events, in
+    order; any other event as itself.
+
+    Example:
+        >>> step = {"kind": "promoted", "candidate_id": "X", "from_rung": "a", "to_rung": "lab", "decision": "hold"}
+        >>> screen_records("Screened", {"iteration": 2, "steps": [step]})[0][0]
+        'Promoted'
+    """
+    if event_type != Screened.type:
+        return [(event_type, payload)]
+    iteration = payload["iteration"]
+    out = []
+    for step in payload["steps"]:
+        fields = {k: v for k, v in step.items() if k != "kind"}
+        out.append((_STEP_TYPES[step["kind"]], {"iteration": iteration, **fields}))
+    return out
+
+
 class Event(BaseModel):
     """The envelope of one ledger entry, as read back."""
 
@@ -466,3 +535,14 @@ class Event(BaseModel):
     def typed(self) -> EventPayload:
         """The payload as its typed model."""
         return parse_payload(self.type, self.payload)
+
+
+def expand_screened(events: Iterable[Event]) -> Iterator[Event]:
+    """Events with every ``Screened`` round replaced by its steps as old-shape events (same envelope and seq), so a
+    reader written for ``Simulated``/``Promoted`` reads both ledger shapes."""
+    for event in events:
+        if event.type != Screened.type:
+            yield event
+            continue
+        for event_type, payload in screen_records(event.type, event.payload):
+            yield event.model_copy(update={"type": event_type, "payload": payload})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.campaign import Campaign
+from orchestrator.events import expand_screened
 from orchestrator.ledger import verify
 from orchestrator.nodes.reward import criterion_scores
 from tests.conftest import BUCHWALD_SPEC, small_spec
@@ -27,9 +28,11 @@ def finished(tmp_path_factory):
 def test_every_step_type_is_recorded(finished):
     _, _, events, _, _ = finished
     types = {e.type for e in events}
-    assert {"CampaignStarted", "Proposed", "Simulated", "Promoted", "ApprovalRequested", "Approved", "Dispatched",
+    assert {"CampaignStarted", "Proposed", "Screened", "ApprovalRequested", "Approved", "Dispatched",
             "Observed", "RewardFinalised", "SurrogateUpdated", "CampaignStopped"} <= types
     assert "Scored" not in types  # criterion scores travel inside the reward records
+    assert not types & {"Simulated", "Promoted"}  # a screening round is one Screened event
+    assert {"Simulated", "Promoted"} <= {e.type for e in expand_screened(events)}
     assert events[0].type == "CampaignStarted" and events[-1].type == "CampaignStopped"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
@@ -38,7 +41,7 @@ def test_each_candidate_moves_in_causal_order(finished):
     _, _, events, jobs, _ = finished
     for job in jobs:
         first_seq = {}
-        for e in events:
+        for e in expand_screened(events):
             if e.payload.get("candidate_id") == job.candidate_id:
                 first_seq.setdefault(e.type, e.seq)
         seqs = [first_seq[t] for t in CAUSAL_ORDER]
@@ -82,7 +85,8 @@ def test_lab_clock_advances_and_the_surrogate_is_fitted(finished):
 
 def test_main_arm_proposals_are_ranked_by_the_proxy_rung(finished):
     _, _, events, _, _ = finished
-    lab_promotions = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "lab"]
+    lab_promotions = [e.payload for e in expand_screened(events) if e.type == "Promoted"
+                      and e.payload["to_rung"] == "lab"]
     held = [p for p in lab_promotions if p["decision"] == "hold"]
     assert held, "the main arm proposes more than its slots and holds the rest"
     first = [p for p in lab_promotions if p["score"] is not None and "proxy utility" in p["reason"]]
@@ -104,7 +108,7 @@ def test_the_control_gets_the_same_proposals_per_slot_and_the_same_screen(finish
                              for e in events)
             assert n_proposed == spec.planner.proposals_per_slot * n_slots - lost[(iteration, arm)], (iteration, arm)
     arm_of = {(e.payload["iteration"], e.payload["candidate_id"]): e.payload["arm"] for e in events if e.type == "Proposed"}
-    to_lab = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "lab"
+    to_lab = [e.payload for e in expand_screened(events) if e.type == "Promoted" and e.payload["to_rung"] == "lab"
               and e.payload["decision"] != "skip"]
     for arm in ("bo", "random"):
         mine = [p for p in to_lab if arm_of[(p["iteration"], p["candidate_id"])] == arm]
@@ -115,7 +119,7 @@ def test_the_control_gets_the_same_proposals_per_slot_and_the_same_screen(finish
 
 def test_escalation_decisions_carry_their_numbers(finished):
     _, _, events, _, _ = finished
-    to_gaff = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "gaff"
+    to_gaff = [e.payload for e in expand_screened(events) if e.type == "Promoted" and e.payload["to_rung"] == "gaff"
                and "voi" in e.payload["numbers"]]
     assert to_gaff, "after the first lab results, climbing to the GAFF rung is decided by value of information"
     for p in to_gaff:
