@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from orchestrator.campaign import Campaign
@@ -35,6 +37,15 @@ def test_every_step_type_is_recorded(finished):
     assert {"Simulated", "Promoted"} <= {e.type for e in expand_screened(events)}
     assert events[0].type == "CampaignStarted" and events[-1].type == "CampaignStopped"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+def test_a_campaign_writes_at_most_20_events_per_lab_experiment(finished):
+    """Fewer, richer events (issue 17): a screening round is one event, not one per rung result and decision."""
+    _, summary, events, _, _ = finished
+    assert len(events) <= 20 * summary["n_lab"], Counter(e.type for e in events).most_common()
+    rounds = [e for e in events if e.type == "Screened"]
+    assert len(rounds) == len({e.payload["iteration"] for e in events if e.type == "SlotsOffered"})
+    assert sum(len(e.payload["steps"]) for e in rounds) > 2 * len(rounds)
 
 
 def test_each_candidate_moves_in_causal_order(finished):
