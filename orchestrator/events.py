@@ -47,14 +47,18 @@ __all__ = [
     "RungValidated",
     "RungDecision",
     "RungRun",
+    "RungsAssessed",
+    "RungsValidated",
+    "RungAssessment",
+    "RungValidity",
     "Scored",
     "Screened",
     "Simulated",
     "SlotsOffered",
     "SurrogateUpdated",
-    "expand_screened",
+    "batch_records",
+    "expand_batches",
     "parse_payload",
-    "screen_records",
 ]
 
 SCHEMA_VERSION = 1
@@ -176,24 +180,25 @@ class Screened(EventPayload):
     """One screening round: every rung result and every escalation decision of the iteration, in the order made.
 
     Ledgers written before it hold one ``Simulated`` per result and one ``Promoted`` per decision instead; both shapes
-    stay readable, and ``expand`` (or ``screen_records`` on a stored dict) gives a round's steps in the old shape, so
+    stay readable, and ``expand`` (or ``batch_records`` on a stored dict) gives a round's steps in the old shape, so
     a reader folds either alike.
     """
 
     type: ClassVar[str] = "Screened"
+    items_field: ClassVar[str] = "steps"
+    item_types: ClassVar[dict[str, str]] = {"simulated": "Simulated", "promoted": "Promoted"}
     iteration: int
     steps: list[Annotated[RungRun | RungDecision, Field(discriminator="kind")]]
 
-    def expand(self) -> list[Simulated | Promoted]:
+    def expand(self) -> list[EventPayload]:
         """The round's steps as the per-step events older ledgers hold, in order."""
-        return [parse_payload(t, p) for t, p in screen_records(self.type, self.model_dump(mode="json"))]
+        return [parse_payload(t, p) for t, p in batch_records(self.type, self.model_dump(mode="json"))]
 
 
-class RungAssessed(EventPayload):
-    """A rung's informativeness, re-estimated against the lab results so far."""
+class RungAssessment(BaseModel):
+    """A rung's informativeness, re-estimated against the lab results so far (one item of ``RungsAssessed``)."""
 
-    type: ClassVar[str] = "RungAssessed"
-    iteration: int
+    model_config = ConfigDict(frozen=True, extra="forbid")
     rung: str
     n_pairs: int
     spearman: float | None = Field(description="rank correlation of the proxy value with the lab value")
@@ -201,6 +206,23 @@ class RungAssessed(EventPayload):
     slope: float
     residual_sd: float | None = Field(description="sd of the lab value around the calibrated proxy, objective unit")
     is_informative: bool | None = Field(description="None until enough pairs are in")
+
+
+class RungAssessed(RungAssessment, EventPayload):
+    """One rung's assessment; ledgers from before ``RungsAssessed`` hold one per rung and iteration."""
+
+    type: ClassVar[str] = "RungAssessed"
+    iteration: int
+
+
+class RungsAssessed(EventPayload):
+    """Every proxy rung's informativeness in one iteration (older ledgers: a ``RungAssessed`` per rung)."""
+
+    type: ClassVar[str] = "RungsAssessed"
+    items_field: ClassVar[str] = "rungs"
+    item_types: ClassVar[dict[str, str]] = {"": "RungAssessed"}
+    iteration: int
+    rungs: list[RungAssessment]
 
 
 class ApprovalRequested(EventPayload):
@@ -335,19 +357,38 @@ class ConflictSettled(EventPayload):
     winner: str
 
 
-class RungValidated(EventPayload):
-    """A rung's validity against lab outcomes, as the process reward weighs it in one iteration."""
+class RungValidity(BaseModel):
+    """A rung's validity against lab outcomes, as the process reward weighs it (one item of ``RungsValidated``)."""
 
-    type: ClassVar[str] = "RungValidated"
-    iteration: int
+    model_config = ConfigDict(frozen=True, extra="forbid")
     rung: str
     n_pairs: int
     spearman: float | None = None
     auroc: float | None = None
     weight: float = Field(description="the rung's process weight in [0, 1]")
     measure: str = Field(description="auroc, spearman or prior: which statistic set the weight")
+
+
+class RungValidated(RungValidity, EventPayload):
+    """One rung's validity in one iteration; ledgers from before ``RungsValidated`` hold one per rung."""
+
+    type: ClassVar[str] = "RungValidated"
+    iteration: int
     base_rate: float = Field(description="Laplace-smoothed share of lab successes so far")
     success_threshold: float | None = Field(default=None, description="lab utility counted as a success")
+
+
+class RungsValidated(EventPayload):
+    """Every proxy rung's validity against lab outcomes, as the process reward weighs them in one iteration (older
+    ledgers: a ``RungValidated`` per rung)."""
+
+    type: ClassVar[str] = "RungsValidated"
+    items_field: ClassVar[str] = "rungs"
+    item_types: ClassVar[dict[str, str]] = {"": "RungValidated"}
+    iteration: int
+    base_rate: float = Field(description="Laplace-smoothed share of lab successes so far")
+    success_threshold: float | None = Field(default=None, description="lab utility counted as a success")
+    rungs: list[RungValidity]
 
 
 class HumanVerdict(EventPayload):
@@ -497,26 +538,23 @@ def parse_payload(event_type: str, payload: str | dict[str, Any]) -> EventPayloa
     return cls.model_validate_json(payload) if isinstance(payload, str) else cls.model_validate(payload)
 
 
-_STEP_TYPES = {"simulated": "Simulated", "promoted": "Promoted"}
-
-
-def screen_records(event_type: str, payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """A stored ``Screened`` payload as ``(type, payload)`` pairs of old-shape ``Simulated``/``Promoted`` events, in
-    order; any other event as itself.
+def batch_records(event_type: str, payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A stored batch event (``Screened``, ``RungsAssessed``, ``RungsValidated``) as ``(type, payload)`` pairs of the
+    per-item events older ledgers hold, in order: each item with the batch's other fields (its iteration, ...); any
+    other event as itself. Works on the stored dicts, without validating them.
 
     Example:
         >>> step = {"kind": "promoted", "candidate_id": "X", "from_rung": "a", "to_rung": "lab", "decision": "hold"}
-        >>> screen_records("Screened", {"iteration": 2, "steps": [step]})[0][0]
-        'Promoted'
+        >>> batch_records("Screened", {"iteration": 2, "steps": [step]})[0]
+        ('Promoted', {'iteration': 2, 'candidate_id': 'X', 'from_rung': 'a', 'to_rung': 'lab', 'decision': 'hold'})
     """
-    if event_type != Screened.type:
+    cls = EVENT_TYPES.get(event_type)
+    field = getattr(cls, "items_field", None)
+    if field is None:
         return [(event_type, payload)]
-    iteration = payload["iteration"]
-    out = []
-    for step in payload["steps"]:
-        fields = {k: v for k, v in step.items() if k != "kind"}
-        out.append((_STEP_TYPES[step["kind"]], {"iteration": iteration, **fields}))
-    return out
+    common = {k: v for k, v in payload.items() if k != field}
+    return [(cls.item_types[item.get("kind", "")], {**common, **{k: v for k, v in item.items() if k != "kind"}})
+            for item in payload[field]]
 
 
 class Event(BaseModel):
@@ -537,12 +575,12 @@ class Event(BaseModel):
         return parse_payload(self.type, self.payload)
 
 
-def expand_screened(events: Iterable[Event]) -> Iterator[Event]:
-    """Events with every ``Screened`` round replaced by its steps as old-shape events (same envelope and seq), so a
-    reader written for ``Simulated``/``Promoted`` reads both ledger shapes."""
+def expand_batches(events: Iterable[Event]) -> Iterator[Event]:
+    """Events with every batch event (``Screened``, ``RungsAssessed``, ``RungsValidated``) replaced by its items as
+    the per-item events older ledgers hold (same envelope and seq), so a reader written for those reads both shapes."""
     for event in events:
-        if event.type != Screened.type:
+        if getattr(EVENT_TYPES.get(event.type), "items_field", None) is None:
             yield event
             continue
-        for event_type, payload in screen_records(event.type, event.payload):
+        for event_type, payload in batch_records(event.type, event.payload):
             yield event.model_copy(update={"type": event_type, "payload": payload})

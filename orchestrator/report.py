@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from sqlalchemy.engine import make_url
 
-from .events import CampaignStarted, Dispatched, Observed, Proposed, Screened, Simulated, screen_records
+from .events import CampaignStarted, Dispatched, Observed, Proposed, Screened, Simulated, batch_records
 from .ledger import Ledger, LedgerError
 from .resume_policy import recorded_spec
 from .spec import CampaignSpec
@@ -108,7 +108,7 @@ def ladder_funnel(ledger: Ledger, campaign_id: str, rungs: list[str]) -> list[tu
         arm_of.setdefault(event.payload["candidate_id"], event.payload["arm"])
     reached: dict[str, set[str]] = {rung: set() for rung in rungs}
     for event in ledger.events(campaign_id, types=[Simulated.type, Screened.type]):
-        for kind, p in screen_records(event.type, event.payload):
+        for kind, p in batch_records(event.type, event.payload):
             if kind == Simulated.type:
                 reached.setdefault(p["rung"], set()).add(p["candidate_id"])
     dispatched = {

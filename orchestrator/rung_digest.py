@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .context import CampaignContext
-from .events import RungSurveyed, Screened, Simulated, screen_records
+from .events import RungSurveyed, Screened, Simulated, batch_records
 
 __all__ = ["RungDigest", "rung_digest"]
 
@@ -34,7 +34,7 @@ class RungDigest:
                 self._fold_survey(ctx, event.payload)
                 self.last_seq = event.seq
                 continue
-            for kind, p in screen_records(event.type, event.payload):
+            for kind, p in batch_records(event.type, event.payload):
                 if kind == Simulated.type:
                     self._fold_result(p)
             self.last_seq = event.seq

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .escalation import calibrate_rung
-from .events import Event, screen_records
+from .events import Event, batch_records
 from .spec import CampaignSpec
 from .success_bar import SuccessBar, first_results_threshold, legacy_threshold
 
@@ -168,7 +168,7 @@ class TrajectoryFold:
         self._fold_rung_result(event.payload)
 
     def _on_Screened(self, event: Event) -> None:
-        for kind, p in screen_records(event.type, event.payload):
+        for kind, p in batch_records(event.type, event.payload):
             if kind == "Simulated":
                 self._fold_rung_result(p)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..events import screen_records
+from ..events import batch_records
 from ..spec import CampaignSpec, validate_spec
 from .config import BenchConfig
 from .metrics import acceleration, best_at_budget, experiments_to_hit, summarise
@@ -62,7 +62,7 @@ def _ladder_compute(ledger, campaign_id: str) -> tuple[int, float]:
         if event.type == "RungSurveyed":
             n, cost = n + event.payload["n_candidates"], cost + event.payload["cost_s"]
             continue
-        for kind, p in screen_records(event.type, event.payload):
+        for kind, p in batch_records(event.type, event.payload):
             if kind == "Simulated":
                 n, cost = n + 1, cost + p["observation"].get("cost_s", 0.0)
     return n, cost

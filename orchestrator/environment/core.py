@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..domain import SetupError
-from ..events import EnvironmentStep, Observed, Proposed, RewardEstimated, RewardFinalised, Screened, Simulated, screen_records
+from ..events import EnvironmentStep, Observed, Proposed, RewardEstimated, RewardFinalised, Screened, Simulated, batch_records
 from ..pool import describe
 from ..seeding import derive_rng
 from ..spec import CampaignSpec, load_spec, validate_spec
@@ -452,7 +452,7 @@ class _EpisodeRead:
                     candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), status=p["status"],
                     value=p["value"] if p["status"] == "ok" else None))
             elif e.type in (Simulated.type, Screened.type):
-                for p in (p for kind, p in screen_records(e.type, p) if kind == Simulated.type):
+                for p in (p for kind, p in batch_records(e.type, p) if kind == Simulated.type):
                     o = p["observation"]
                     self.compute_s += float(o.get("cost_s") or 0.0)
                     self.rung_results.append(RungResult(

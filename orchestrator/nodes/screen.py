@@ -37,7 +37,7 @@ from ..beliefs import lab_beliefs, prior_rung, rung_calibrations
 from ..context import CampaignContext, Rung
 from ..domain import Observation
 from ..escalation import Belief, decision_threshold, promote_by_value_per_cost
-from ..events import Proposed, RungDecision, RungRun, Screened, Simulated, screen_records
+from ..events import Proposed, RungDecision, RungRun, Screened, Simulated, batch_records
 from ..history import iteration_payloads, lab_history
 from ..ladder_view import ladder_view, uses_ladder
 from ..rung_digest import rung_digest
@@ -326,7 +326,7 @@ class _Ladder:
         ledgers from before ``Screened`` hold them as ``Simulated`` events."""
         events = [*self.ctx.ledger.iteration_events(self.ctx.campaign_id, Simulated.type, self.iteration),
                   *self.ctx.ledger.iteration_events(self.ctx.campaign_id, Screened.type, self.iteration)]
-        return [p for e in events for t, p in screen_records(e.type, e.payload) if t == Simulated.type]
+        return [p for e in events for t, p in batch_records(e.type, e.payload) if t == Simulated.type]
 
     def record(self) -> None:
         """Append the round as one ``Screened`` event (none when nothing was run or decided)."""

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from orchestrator.campaign import Campaign
-from orchestrator.events import expand_screened
+from orchestrator.events import expand_batches
 from orchestrator.ledger import verify
 from orchestrator.nodes.reward import criterion_scores
 from tests.conftest import BUCHWALD_SPEC, small_spec
@@ -33,8 +33,10 @@ def test_every_step_type_is_recorded(finished):
     assert {"CampaignStarted", "Proposed", "Screened", "ApprovalRequested", "Approved", "Dispatched",
             "Observed", "RewardFinalised", "SurrogateUpdated", "CampaignStopped"} <= types
     assert "Scored" not in types  # criterion scores travel inside the reward records
-    assert not types & {"Simulated", "Promoted"}  # a screening round is one Screened event
-    assert {"Simulated", "Promoted"} <= {e.type for e in expand_screened(events)}
+    # a screening round is one Screened event; each iteration's rung assessments and validities one event each
+    assert {"RungsAssessed", "RungsValidated"} <= types
+    assert not types & {"Simulated", "Promoted", "RungAssessed", "RungValidated"}
+    assert {"Simulated", "Promoted", "RungAssessed", "RungValidated"} <= {e.type for e in expand_batches(events)}
     assert events[0].type == "CampaignStarted" and events[-1].type == "CampaignStopped"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
@@ -52,7 +54,7 @@ def test_each_candidate_moves_in_causal_order(finished):
     _, _, events, jobs, _ = finished
     for job in jobs:
         first_seq = {}
-        for e in expand_screened(events):
+        for e in expand_batches(events):
             if e.payload.get("candidate_id") == job.candidate_id:
                 first_seq.setdefault(e.type, e.seq)
         seqs = [first_seq[t] for t in CAUSAL_ORDER]
@@ -96,7 +98,7 @@ def test_lab_clock_advances_and_the_surrogate_is_fitted(finished):
 
 def test_main_arm_proposals_are_ranked_by_the_proxy_rung(finished):
     _, _, events, _, _ = finished
-    lab_promotions = [e.payload for e in expand_screened(events) if e.type == "Promoted"
+    lab_promotions = [e.payload for e in expand_batches(events) if e.type == "Promoted"
                       and e.payload["to_rung"] == "lab"]
     held = [p for p in lab_promotions if p["decision"] == "hold"]
     assert held, "the main arm proposes more than its slots and holds the rest"
@@ -119,7 +121,7 @@ def test_the_control_gets_the_same_proposals_per_slot_and_the_same_screen(finish
                              for e in events)
             assert n_proposed == spec.planner.proposals_per_slot * n_slots - lost[(iteration, arm)], (iteration, arm)
     arm_of = {(e.payload["iteration"], e.payload["candidate_id"]): e.payload["arm"] for e in events if e.type == "Proposed"}
-    to_lab = [e.payload for e in expand_screened(events) if e.type == "Promoted" and e.payload["to_rung"] == "lab"
+    to_lab = [e.payload for e in expand_batches(events) if e.type == "Promoted" and e.payload["to_rung"] == "lab"
               and e.payload["decision"] != "skip"]
     for arm in ("bo", "random"):
         mine = [p for p in to_lab if arm_of[(p["iteration"], p["candidate_id"])] == arm]
@@ -130,14 +132,14 @@ def test_the_control_gets_the_same_proposals_per_slot_and_the_same_screen(finish
 
 def test_escalation_decisions_carry_their_numbers(finished):
     _, _, events, _, _ = finished
-    to_gaff = [e.payload for e in expand_screened(events) if e.type == "Promoted" and e.payload["to_rung"] == "gaff"
+    to_gaff = [e.payload for e in expand_batches(events) if e.type == "Promoted" and e.payload["to_rung"] == "gaff"
                and "voi" in e.payload["numbers"]]
     assert to_gaff, "after the first lab results, climbing to the GAFF rung is decided by value of information"
     for p in to_gaff:
         n = p["numbers"]
         assert n["voi"] >= 0 and n["cost_s"] == 3600.0
         assert n["voi_per_s"] == pytest.approx(n["voi"] / n["cost_s"])
-    assessed = [e.payload for e in events if e.type == "RungAssessed" and e.payload["rung"] == "gaff"]
+    assessed = [e.payload for e in expand_batches(events) if e.type == "RungAssessed" and e.payload["rung"] == "gaff"]
     assert assessed[-1]["n_pairs"] >= 5 and assessed[-1]["spearman"] > 0.5 and assessed[-1]["is_informative"]
 
 

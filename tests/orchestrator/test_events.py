@@ -11,12 +11,15 @@ from orchestrator.events import (
     Proposed,
     RungDecision,
     RungRun,
+    RungsValidated,
+    RungValidated,
+    RungValidity,
     Scored,
     Screened,
     Simulated,
-    expand_screened,
+    expand_batches,
     parse_payload,
-    screen_records,
+    batch_records,
 )
 
 ROUND = Screened(iteration=2, steps=[
@@ -35,6 +38,9 @@ EXAMPLES = [
            value=1.0, weight=1.0, is_provisional=False),
     CampaignStopped(reason="budget", n_lab=3, best_candidate_id="X", best_value=1.5),
     ROUND,
+    RungsValidated(iteration=3, base_rate=0.25, success_threshold=-4.0, rungs=[
+        RungValidity(rung="xtb", n_pairs=6, spearman=0.4, auroc=0.7, weight=0.4, measure="auroc"),
+        RungValidity(rung="gaff", n_pairs=2, weight=0.5, measure="prior")]),
 ]
 
 
@@ -76,9 +82,16 @@ def test_a_screening_round_reads_as_the_per_step_events_older_ledgers_hold():
     ]
     assert ROUND.expand() == expected
     stored = ROUND.model_dump(mode="json")
-    assert [parse_payload(t, p) for t, p in screen_records("Screened", stored)] == expected
-    assert screen_records("Observed", {"x": 1}) == [("Observed", {"x": 1})]
+    assert [parse_payload(t, p) for t, p in batch_records("Screened", stored)] == expected
+    assert batch_records("Observed", {"x": 1}) == [("Observed", {"x": 1})]
     envelope = Event(campaign_id="c", seq=7, type="Screened", schema_version=1, payload=stored, idempotency_key="k",
                      actor="screen", at="2026-01-01T00:00:00Z")
-    steps = list(expand_screened([envelope]))
+    steps = list(expand_batches([envelope]))
     assert [(e.seq, e.type, e.typed()) for e in steps] == [(7, p.type, p) for p in expected]
+
+
+def test_a_batch_of_rung_validities_reads_as_one_rung_validated_per_rung():
+    batch = EXAMPLES[-1]
+    items = [parse_payload(t, p) for t, p in batch_records(batch.type, batch.model_dump(mode="json"))]
+    assert items == [RungValidated(iteration=3, base_rate=0.25, success_threshold=-4.0, **v.model_dump())
+                     for v in batch.rungs]

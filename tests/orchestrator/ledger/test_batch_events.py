@@ -1,6 +1,7 @@
-"""Screening rounds: one ``Screened`` event per round. A ledger written before it (one ``Simulated`` per rung result,
-one ``Promoted`` per decision) still imports, migrates, projects, verifies and recomputes its rewards, and folds to
-what the same campaign in today's shape folds to.
+"""Batch events: one ``Screened`` per screening round, one ``RungsValidated`` and one ``RungsAssessed`` per
+iteration. A ledger written before them (one ``Simulated`` per rung result, one ``Promoted`` per decision, one
+``RungValidated``/``RungAssessed`` per rung) still imports, migrates, projects, verifies and recomputes its rewards,
+and folds to what the same campaign in today's shape folds to.
 
 ``data/old_screen_ledger.jsonl.gz`` is a real export of such a ledger: ``small_spec(lab_experiments=6)`` run by the
 code before ``Screened`` (three screening rounds, 47 rung results and 54 decisions in 101 events).
@@ -16,14 +17,18 @@ import pytest
 from sqlalchemy import create_engine
 
 from orchestrator.events import (
-    Promoted,
+    EventPayload,
     RewardEstimated,
     RewardFinalised,
+    RungAssessment,
     RungDecision,
     RungRun,
+    RungsAssessed,
+    RungsValidated,
+    RungValidity,
     Screened,
     Simulated,
-    expand_screened,
+    expand_batches,
     parse_payload,
 )
 from orchestrator.ledger import Ledger, verify
@@ -48,37 +53,57 @@ def _old_ledger(tmp_path: Path, name: str = "old") -> Ledger:
     return ledger
 
 
-def _in_todays_shape(events) -> list[tuple]:
-    """The same campaign as the screen writes it now: each screen step's ``Simulated``/``Promoted`` run as one
-    ``Screened`` round (same key scheme), every other event as it was, reward records' seqs mapped to the new ones."""
-    items, steps, new_seq = [], [], {}
-    round_of: dict | None = None
+def _batch_of(e) -> str | None:
+    """The batch event today's code writes an old per-item event into (None: it is written as it was)."""
+    return {"Simulated": "Screened", "Promoted": "Screened", "RungValidated": "RungsValidated",
+            "RungAssessed": "RungsAssessed"}.get(e.type)
 
-    def close_round():
-        nonlocal round_of
-        if steps:
-            items.append((Screened(iteration=round_of["iteration"], steps=list(steps)),
-                          f"it{round_of['iteration']}:screened", "screen", round_of["at"]))
-            steps.clear()
-        round_of = None
+
+def _batch(kind: str, events) -> EventPayload:
+    first = events[0].payload
+    if kind == "Screened":
+        steps = [(RungRun if e.type == Simulated.type else RungDecision)(
+            **{k: v for k, v in e.payload.items() if k != "iteration"}) for e in events]
+        return Screened(iteration=first["iteration"], steps=steps)
+    if kind == "RungsValidated":
+        common = ("iteration", "base_rate", "success_threshold")
+        return RungsValidated(**{k: first[k] for k in common}, rungs=[
+            RungValidity(**{k: v for k, v in e.payload.items() if k not in common}) for e in events])
+    return RungsAssessed(iteration=first["iteration"], rungs=[
+        RungAssessment(**{k: v for k, v in e.payload.items() if k != "iteration"}) for e in events])
+
+
+_BATCH_KEYS = {"Screened": "screened", "RungsValidated": "rungs-validated", "RungsAssessed": "rungs-assessed"}
+
+
+def _in_todays_shape(events) -> list[tuple]:
+    """The same campaign as today's code writes it: each run of per-item events one node wrote in one iteration
+    (a screen step's ``Simulated``/``Promoted``, the reward node's ``RungValidated``, the learner's ``RungAssessed``)
+    as one batch event (same key scheme), every other event as it was, reward records' seqs mapped to the new ones."""
+    items, run, new_seq = [], [], {}
+
+    def close_run():
+        if run:
+            kind = _batch_of(run[0])
+            key = f"it{run[0].payload['iteration']}:{_BATCH_KEYS[kind]}"
+            items.append((_batch(kind, run), key, run[0].actor, _utc(run[0].at)))
+            run.clear()
 
     for e in events:
-        if e.type in (Simulated.type, Promoted.type):
-            if round_of is not None and round_of["iteration"] != e.payload["iteration"]:
-                close_round()
-            round_of = round_of or {"iteration": e.payload["iteration"], "at": _utc(e.at)}
-            fields = {k: v for k, v in e.payload.items() if k != "iteration"}
-            steps.append(RungRun(**fields) if e.type == Simulated.type else RungDecision(**fields))
+        kind = _batch_of(e)
+        if run and (kind != _batch_of(run[0]) or e.payload["iteration"] != run[0].payload["iteration"]):
+            close_run()
+        if kind is not None:
+            run.append(e)
             new_seq[e.seq] = len(items) + 1
             continue
-        close_round()
         payload = dict(e.payload)
         if e.type in (RewardEstimated.type, RewardFinalised.type) and payload.get("supersedes_seq") is not None:
             payload["supersedes_seq"] = new_seq[payload["supersedes_seq"]]
         items.append((parse_payload(e.type, payload), e.idempotency_key.removeprefix(f"{CID}:"), e.actor,
                       _utc(e.at)))
         new_seq[e.seq] = len(items)
-    close_round()
+    close_run()
     return items
 
 
@@ -108,10 +133,12 @@ def test_the_old_export_holds_per_step_screen_events(both_shapes):
     assert old_types.count("Simulated") == 47 and old_types.count("Promoted") == 54 and "Screened" not in old_types
     new_types = [e.type for e in new.events(CID)]
     assert new_types.count("Screened") == 3 and not {"Simulated", "Promoted"} & set(new_types)
-    assert len(new_types) == len(old_types) - 101 + 3
+    assert old_types.count("RungValidated") == 12 == 2 * new_types.count("RungsValidated")
+    assert old_types.count("RungAssessed") == 12 == 2 * new_types.count("RungsAssessed")
+    assert len(new_types) == len(old_types) - 101 + 3 - 12 + 6 - 12 + 6
     unseq = lambda events: [(e.type, {k: v for k, v in e.payload.items() if k != "supersedes_seq"})  # noqa: E731
                             for e in events]
-    assert unseq(expand_screened(new.events(CID))) == unseq(old.events(CID))
+    assert unseq(expand_batches(new.events(CID))) == unseq(old.events(CID))
 
 
 def test_both_shapes_verify_and_project_alike(both_shapes):
@@ -128,7 +155,10 @@ def test_both_shapes_verify_and_project_alike(both_shapes):
 
 
 def test_both_shapes_report_and_recompute_alike(both_shapes):
+    from orchestrator.report_rewards import rung_validity_rows
+
     old, new = both_shapes
+    assert rung_validity_rows(old, CID) == rung_validity_rows(new, CID) and len(rung_validity_rows(new, CID)) == 12
     rungs = ["descriptors", "xtb", "gaff"]
     assert ladder_funnel(old, CID, rungs) == ladder_funnel(new, CID, rungs)
     summary_old, summary_new = summarise(old, CID), summarise(new, CID)
