@@ -1,5 +1,6 @@
 """The report's rewards section: each rung's validity against lab outcomes as it was re-estimated, and the rewards
-by arm (final and provisional), from the ledger's ``RungsValidated`` (older ledgers: ``RungValidated``) and reward records.
+by arm (final and provisional), from the ledger's ``RungsValidated`` (older ledgers: ``RungValidated``) and reward
+records.
 
 Example:
     >>> from orchestrator.ledger import Ledger

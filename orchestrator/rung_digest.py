@@ -2,10 +2,10 @@
 compact and read incrementally.
 
 A ladder campaign screens several proposals per lab slot on several rungs, so rung results are the most numerous
-records of a long campaign. The loop needs two things from it: each proxy rung's first successful value per candidate (to
-calibrate the rung against the lab) and the compute seconds spent per iteration (to pace the compute budget). The
-digest keeps just those, and reads only events newer than the last one it folded. A ``RungSurveyed`` rung counts
-its values for every candidate, and its cost is charged before the first iteration.
+records of a long campaign. The loop needs two things from them: each proxy rung's first successful value per
+candidate (to calibrate the rung against the lab) and the compute seconds spent per iteration (to pace the compute
+budget). The digest keeps just those, and reads only events newer than the last one it folded. A ``RungSurveyed``
+rung counts its values for every candidate, and its cost is charged before the first iteration.
 """
 
 from __future__ import annotations

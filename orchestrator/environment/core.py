@@ -40,7 +40,16 @@ from typing import Any
 import numpy as np
 
 from ..domain import SetupError
-from ..events import EnvironmentStep, Observed, Proposed, RewardEstimated, RewardFinalised, Screened, Simulated, batch_records
+from ..events import (
+    EnvironmentStep,
+    Observed,
+    Proposed,
+    RewardEstimated,
+    RewardFinalised,
+    Screened,
+    Simulated,
+    batch_records,
+)
 from ..pool import describe
 from ..seeding import derive_rng
 from ..spec import CampaignSpec, load_spec, validate_spec

@@ -52,6 +52,10 @@ def _promoted(cid, from_rung, to_rung, decision, reason, score=None, numbers=Non
                         reason=reason, numbers=numbers or {})
 
 
+def _rung_run(cid: str, rung: Rung, observation: Observation) -> RungRun:
+    return RungRun(candidate_id=cid, rung=rung.name, observation=observation.model_dump(mode="json"))
+
+
 def apportion(total: int, slots: dict[str, int]) -> dict[str, int]:
     """Split a whole number between arms in proportion to their lab slots (largest remainder; ties to the earlier arm).
 
@@ -201,7 +205,7 @@ class _Ladder:
         self.ran.setdefault(rung.name, set()).update(to_run)
         self.spent_s += sum(o.cost_s or 0.0 for o in observations)
         for cid, observation in zip(to_run, observations, strict=True):
-            self.items.append(RungRun(candidate_id=cid, rung=rung.name, observation=observation.model_dump(mode="json")))
+            self.items.append(_rung_run(cid, rung, observation))
             if observation.status == "failed":
                 self.items.append(_promoted(cid, rung.name, "lab", "skip",
                                             f"{rung.name} failed: {observation.reason}"))
@@ -218,8 +222,9 @@ class _Ladder:
 
     def read_survey(self, rung: Rung, values: np.ndarray) -> None:
         """A rung surveyed over the pool is read, not run (its compute was charged by the survey; its rung result
-        says ``read_from: survey`` and costs 0 s): a failed value stops the candidate; a value is fused into the belief unless the surrogate already has it as its prior mean
-        (``beliefs.prior_rung``) or the rung has proved uninformative."""
+        says ``read_from: survey`` and costs 0 s): a failed value stops the candidate; a value is fused into the belief
+        unless the surrogate already has it as its prior mean (``beliefs.prior_rung``) or the rung has proved
+        uninformative."""
         spec, objective = self.ctx.spec.screening, self.ctx.spec.objective
         calibration = self.calibrations.get(rung.name)
         informative = None if calibration is None else calibration.is_informative(
@@ -232,7 +237,7 @@ class _Ladder:
                 fidelity=int(rung.simulator.fidelity), cost_s=0.0, parameters={"read_from": "survey"},
                 **({"properties": {rung.spec.proxy: value}} if math.isfinite(value)
                    else {"status": "failed", "reason": f"{rung.name} failed on it in the survey"}))
-            self.items.append(RungRun(candidate_id=cid, rung=rung.name, observation=observation.model_dump(mode="json")))
+            self.items.append(_rung_run(cid, rung, observation))
             if not math.isfinite(value):
                 self.items.append(_promoted(cid, rung.name, "lab", "skip",
                                             f"{rung.name} failed on it in the survey"))
@@ -318,7 +323,7 @@ class _Ladder:
                 to_run.append(cid)
             observations = run_rung(self.ctx, rung, [self.ctx.pool.get(cid) for cid in to_run])
             for cid, observation in zip(to_run, observations, strict=True):
-                self.items.append(RungRun(candidate_id=cid, rung=rung.name, observation=observation.model_dump(mode="json")))
+                self.items.append(_rung_run(cid, rung, observation))
                 self.spent_s += observation.cost_s or 0.0
 
     def _recorded_runs(self) -> list[dict]:
