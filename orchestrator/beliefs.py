@@ -11,7 +11,7 @@ import numpy as np
 
 from .context import CampaignContext
 from .escalation import Belief, RungCalibration, calibrate_rung
-from .events import Simulated, SurrogateUpdated
+from .events import Screened, Simulated, SurrogateUpdated, batch_records
 from .history import lab_history
 
 __all__ = ["lab_beliefs", "prior_rung", "proxy_values", "rung_calibrations"]
@@ -25,8 +25,9 @@ def proxy_values(ctx: CampaignContext, rung: str, proxy: str) -> dict[str, float
     if digest.proxies.get(rung) == proxy:
         return digest.values[rung]
     values: dict[str, float] = {}  # not the rung's declared proxy: read the events
-    for event in ctx.ledger.read_events(ctx.campaign_id, [Simulated.type]):
-        p = event.payload
+    results = (p for event in ctx.ledger.read_events(ctx.campaign_id, [Simulated.type, Screened.type])
+               for kind, p in batch_records(event.type, event.payload) if kind == Simulated.type)
+    for p in results:
         if p["rung"] == rung and p["observation"]["status"] == "ok" and proxy in p["observation"]["properties"]:
             values.setdefault(p["candidate_id"], p["observation"]["properties"][proxy])
     return values

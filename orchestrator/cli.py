@@ -480,6 +480,13 @@ def _describe_event(kind: str, p: dict[str, Any]) -> str:
             return f"{it}{p['rung']} {p['candidate_id']}: {obs['status']} {shown}"
         case "Promoted":
             return f"{it}{p['candidate_id']} {p['from_rung']}→{p['to_rung']}: {p['decision']}"
+        case "Screened":
+            steps = p["steps"]
+            n_run = sum(s["kind"] == "simulated" for s in steps)
+            to_lab = [s["candidate_id"] for s in steps if s["kind"] == "promoted" and s["to_rung"] == "lab"
+                      and s["decision"] == "promote"]
+            return (f"{it}{n_run} rung result(s), {len(steps) - n_run} decision(s); "
+                    f"to the lab: {', '.join(to_lab) or '—'}")
         case "Dispatched":
             return f"{it}{p['job_key']} at {p['sim_time_s'] / 3600:.1f} h"
         case "Observed":

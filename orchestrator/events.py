@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,10 +45,19 @@ __all__ = [
     "HumanVerdict",
     "RewardEstimated",
     "RungValidated",
+    "RungDecision",
+    "RungRun",
+    "RungsAssessed",
+    "RungsValidated",
+    "RungAssessment",
+    "RungValidity",
     "Scored",
+    "Screened",
     "Simulated",
     "SlotsOffered",
     "SurrogateUpdated",
+    "batch_records",
+    "expand_batches",
     "parse_payload",
 ]
 
@@ -142,11 +152,53 @@ class Promoted(EventPayload):
     numbers: dict[str, float | None] = Field(default_factory=dict, description="the numbers behind the decision")
 
 
-class RungAssessed(EventPayload):
-    """A rung's informativeness, re-estimated against the lab results so far."""
+class RungRun(BaseModel):
+    """One rung result inside a ``Screened`` record: what a ``Simulated`` event says, without the iteration."""
 
-    type: ClassVar[str] = "RungAssessed"
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["simulated"] = "simulated"
+    candidate_id: str
+    rung: str
+    observation: dict[str, Any] = Field(description="domain.Observation.model_dump()")
+
+
+class RungDecision(BaseModel):
+    """One escalation decision inside a ``Screened`` record: what a ``Promoted`` event says, without the iteration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["promoted"] = "promoted"
+    candidate_id: str
+    from_rung: str
+    to_rung: str
+    decision: Literal["promote", "skip", "hold"]
+    score: float | None = None
+    reason: str = ""
+    numbers: dict[str, float | None] = Field(default_factory=dict, description="the numbers behind the decision")
+
+
+class Screened(EventPayload):
+    """One screening round: every rung result and every escalation decision of the iteration, in the order made.
+
+    Ledgers written before it hold one ``Simulated`` per result and one ``Promoted`` per decision instead; both shapes
+    stay readable, and ``expand`` (or ``batch_records`` on a stored dict) gives a round's steps in the old shape, so
+    a reader folds either alike.
+    """
+
+    type: ClassVar[str] = "Screened"
+    items_field: ClassVar[str] = "steps"
+    item_types: ClassVar[dict[str, str]] = {"simulated": "Simulated", "promoted": "Promoted"}
     iteration: int
+    steps: list[Annotated[RungRun | RungDecision, Field(discriminator="kind")]]
+
+    def expand(self) -> list[EventPayload]:
+        """The round's steps as the per-step events older ledgers hold, in order."""
+        return [parse_payload(t, p) for t, p in batch_records(self.type, self.model_dump(mode="json"))]
+
+
+class RungAssessment(BaseModel):
+    """A rung's informativeness, re-estimated against the lab results so far (one item of ``RungsAssessed``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
     rung: str
     n_pairs: int
     spearman: float | None = Field(description="rank correlation of the proxy value with the lab value")
@@ -154,6 +206,23 @@ class RungAssessed(EventPayload):
     slope: float
     residual_sd: float | None = Field(description="sd of the lab value around the calibrated proxy, objective unit")
     is_informative: bool | None = Field(description="None until enough pairs are in")
+
+
+class RungAssessed(RungAssessment, EventPayload):
+    """One rung's assessment; ledgers from before ``RungsAssessed`` hold one per rung and iteration."""
+
+    type: ClassVar[str] = "RungAssessed"
+    iteration: int
+
+
+class RungsAssessed(EventPayload):
+    """Every proxy rung's informativeness in one iteration (older ledgers: a ``RungAssessed`` per rung)."""
+
+    type: ClassVar[str] = "RungsAssessed"
+    items_field: ClassVar[str] = "rungs"
+    item_types: ClassVar[dict[str, str]] = {"": "RungAssessed"}
+    iteration: int
+    rungs: list[RungAssessment]
 
 
 class ApprovalRequested(EventPayload):
@@ -288,19 +357,38 @@ class ConflictSettled(EventPayload):
     winner: str
 
 
-class RungValidated(EventPayload):
-    """A rung's validity against lab outcomes, as the process reward weighs it in one iteration."""
+class RungValidity(BaseModel):
+    """A rung's validity against lab outcomes, as the process reward weighs it (one item of ``RungsValidated``)."""
 
-    type: ClassVar[str] = "RungValidated"
-    iteration: int
+    model_config = ConfigDict(frozen=True, extra="forbid")
     rung: str
     n_pairs: int
     spearman: float | None = None
     auroc: float | None = None
     weight: float = Field(description="the rung's process weight in [0, 1]")
     measure: str = Field(description="auroc, spearman or prior: which statistic set the weight")
+
+
+class RungValidated(RungValidity, EventPayload):
+    """One rung's validity in one iteration; ledgers from before ``RungsValidated`` hold one per rung."""
+
+    type: ClassVar[str] = "RungValidated"
+    iteration: int
     base_rate: float = Field(description="Laplace-smoothed share of lab successes so far")
     success_threshold: float | None = Field(default=None, description="lab utility counted as a success")
+
+
+class RungsValidated(EventPayload):
+    """Every proxy rung's validity against lab outcomes, as the process reward weighs them in one iteration (older
+    ledgers: a ``RungValidated`` per rung)."""
+
+    type: ClassVar[str] = "RungsValidated"
+    items_field: ClassVar[str] = "rungs"
+    item_types: ClassVar[dict[str, str]] = {"": "RungValidated"}
+    iteration: int
+    base_rate: float = Field(description="Laplace-smoothed share of lab successes so far")
+    success_threshold: float | None = Field(default=None, description="lab utility counted as a success")
+    rungs: list[RungValidity]
 
 
 class HumanVerdict(EventPayload):
@@ -450,6 +538,25 @@ def parse_payload(event_type: str, payload: str | dict[str, Any]) -> EventPayloa
     return cls.model_validate_json(payload) if isinstance(payload, str) else cls.model_validate(payload)
 
 
+def batch_records(event_type: str, payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A stored batch event (``Screened``, ``RungsAssessed``, ``RungsValidated``) as ``(type, payload)`` pairs of the
+    per-item events older ledgers hold, in order: each item with the batch's other fields (its iteration, ...); any
+    other event as itself. Works on the stored dicts, without validating them.
+
+    Example:
+        >>> step = {"kind": "promoted", "candidate_id": "X", "from_rung": "a", "to_rung": "lab", "decision": "hold"}
+        >>> batch_records("Screened", {"iteration": 2, "steps": [step]})[0]
+        ('Promoted', {'iteration': 2, 'candidate_id': 'X', 'from_rung': 'a', 'to_rung': 'lab', 'decision': 'hold'})
+    """
+    cls = EVENT_TYPES.get(event_type)
+    field = getattr(cls, "items_field", None)
+    if field is None:
+        return [(event_type, payload)]
+    common = {k: v for k, v in payload.items() if k != field}
+    return [(cls.item_types[item.get("kind", "")], {**common, **{k: v for k, v in item.items() if k != "kind"}})
+            for item in payload[field]]
+
+
 class Event(BaseModel):
     """The envelope of one ledger entry, as read back."""
 
@@ -466,3 +573,14 @@ class Event(BaseModel):
     def typed(self) -> EventPayload:
         """The payload as its typed model."""
         return parse_payload(self.type, self.payload)
+
+
+def expand_batches(events: Iterable[Event]) -> Iterator[Event]:
+    """Events with every batch event (``Screened``, ``RungsAssessed``, ``RungsValidated``) replaced by its items as
+    the per-item events older ledgers hold (same envelope and seq), so a reader written for those reads both shapes."""
+    for event in events:
+        if getattr(EVENT_TYPES.get(event.type), "items_field", None) is None:
+            yield event
+            continue
+        for event_type, payload in batch_records(event.type, event.payload):
+            yield event.model_copy(update={"type": event_type, "payload": payload})

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from sqlalchemy.engine import make_url
 
-from .events import CampaignStarted, Dispatched, Observed, Proposed, Simulated
+from .events import CampaignStarted, Dispatched, Observed, Proposed, Screened, Simulated, batch_records
 from .ledger import Ledger, LedgerError
 from .resume_policy import recorded_spec
 from .spec import CampaignSpec
@@ -107,8 +107,10 @@ def ladder_funnel(ledger: Ledger, campaign_id: str, rungs: list[str]) -> list[tu
     for event in ledger.events(campaign_id, types=[Proposed.type]):
         arm_of.setdefault(event.payload["candidate_id"], event.payload["arm"])
     reached: dict[str, set[str]] = {rung: set() for rung in rungs}
-    for event in ledger.events(campaign_id, types=[Simulated.type]):
-        reached.setdefault(event.payload["rung"], set()).add(event.payload["candidate_id"])
+    for event in ledger.events(campaign_id, types=[Simulated.type, Screened.type]):
+        for kind, p in batch_records(event.type, event.payload):
+            if kind == Simulated.type:
+                reached.setdefault(p["rung"], set()).add(p["candidate_id"])
     dispatched = {
         e.payload["candidate_id"]: e.payload["arm"] for e in ledger.events(campaign_id, types=[Dispatched.type])
     }

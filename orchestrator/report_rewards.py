@@ -1,5 +1,6 @@
 """The report's rewards section: each rung's validity against lab outcomes as it was re-estimated, and the rewards
-by arm (final and provisional), from the ledger's ``RungValidated`` and reward records.
+by arm (final and provisional), from the ledger's ``RungsValidated`` (older ledgers: ``RungValidated``) and reward
+records.
 
 Example:
     >>> from orchestrator.ledger import Ledger
@@ -16,6 +17,7 @@ import html
 import statistics
 from collections import defaultdict
 
+from .events import batch_records
 from .ledger import Ledger
 
 __all__ = ["insert_rewards_section", "rewards_section", "rung_validity_rows"]
@@ -27,7 +29,8 @@ def _fmt(value, digits: int = 3) -> str:
 
 def rung_validity_rows(ledger: Ledger, campaign_id: str) -> list[dict]:
     """Per iteration and proxy rung: pairs, Spearman ρ, AUROC, the process weight and what set it, the base rate."""
-    return [e.payload for e in ledger.events(campaign_id, types=["RungValidated"])]
+    events = ledger.events(campaign_id, types=["RungValidated", "RungsValidated"])
+    return [p for e in events for _, p in batch_records(e.type, e.payload)]
 
 
 def _reward_rows(ledger: Ledger, campaign_id: str) -> list[tuple[str, int, int, float, float, float]]:

@@ -1,10 +1,11 @@
-"""What the loop needs from the ``Simulated`` events, kept compact and read incrementally.
+"""What the loop needs from the rung results (``Screened`` rounds, or ``Simulated`` events in older ledgers), kept
+compact and read incrementally.
 
-A ladder campaign screens several proposals per lab slot on several rungs, so ``Simulated`` is the most numerous event
-of a long campaign. The loop needs two things from it: each proxy rung's first successful value per candidate (to
-calibrate the rung against the lab) and the compute seconds spent per iteration (to pace the compute budget). The
-digest keeps just those, and reads only events newer than the last one it folded. A ``RungSurveyed`` rung counts
-its values for every candidate, and its cost is charged before the first iteration.
+A ladder campaign screens several proposals per lab slot on several rungs, so rung results are the most numerous
+records of a long campaign. The loop needs two things from them: each proxy rung's first successful value per
+candidate (to calibrate the rung against the lab) and the compute seconds spent per iteration (to pace the compute
+budget). The digest keeps just those, and reads only events newer than the last one it folded. A ``RungSurveyed``
+rung counts its values for every candidate, and its cost is charged before the first iteration.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .context import CampaignContext
-from .events import RungSurveyed, Simulated
+from .events import RungSurveyed, Screened, Simulated, batch_records
 
 __all__ = ["RungDigest", "rung_digest"]
 
@@ -27,19 +28,24 @@ class RungDigest:
         self.last_seq = 0
 
     def update(self, ctx: CampaignContext) -> RungDigest:
-        for event in ctx.ledger.read_events(ctx.campaign_id, [Simulated.type, RungSurveyed.type],
+        for event in ctx.ledger.read_events(ctx.campaign_id, [Simulated.type, Screened.type, RungSurveyed.type],
                                             after_seq=self.last_seq):
-            p = event.payload
             if event.type == RungSurveyed.type:
-                self._fold_survey(ctx, p)
+                self._fold_survey(ctx, event.payload)
                 self.last_seq = event.seq
                 continue
-            observation = p["observation"]
-            self.cost_s_by_iteration[p["iteration"]] += observation.get("cost_s", 0.0)
-            prop = self.proxies.get(p["rung"])
-            if prop and observation["status"] == "ok" and prop in observation["properties"]:
-                self.values[p["rung"]].setdefault(p["candidate_id"], observation["properties"][prop])
+            for kind, p in batch_records(event.type, event.payload):
+                if kind == Simulated.type:
+                    self._fold_result(p)
             self.last_seq = event.seq
+        return self
+
+    def _fold_result(self, p: dict) -> None:
+        observation = p["observation"]
+        self.cost_s_by_iteration[p["iteration"]] += observation.get("cost_s", 0.0)
+        prop = self.proxies.get(p["rung"])
+        if prop and observation["status"] == "ok" and prop in observation["properties"]:
+            self.values[p["rung"]].setdefault(p["candidate_id"], observation["properties"][prop])
         return self
 
     def _fold_survey(self, ctx: CampaignContext, p: dict) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .context import lab_time_s
-from .events import Observed, RungSurveyed, Simulated
+from .events import Observed, RungSurveyed, Screened, Simulated, batch_records
 from .ledger import Ledger
 from .planner_stats import planner_stats
 from .resume_policy import recorded_spec
@@ -139,7 +139,9 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     results = [(o.candidate_id, o.arm, o.value, spec.objective.utility(o.value), o.iteration)
                for o in sorted(observed, key=lambda o: dispatched_seq.get(o.job_key, -1)) if o.status == "ok"]
     best = max(results, key=lambda r: r[3], default=None)
-    compute_s = sum(e.payload["observation"].get("cost_s", 0.0) for e in ledger.events(campaign_id, types=[Simulated.type]))
+    compute_s = sum(p["observation"].get("cost_s", 0.0)
+                    for e in ledger.events(campaign_id, types=[Simulated.type, Screened.type])
+                    for kind, p in batch_records(e.type, e.payload) if kind == Simulated.type)
     compute_s += sum(e.payload["cost_s"] for e in ledger.events(campaign_id, types=[RungSurveyed.type]))
     clock_s = lab_time_s(ledger, campaign_id)
     return {

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .escalation import calibrate_rung
-from .events import Event
+from .events import Event, batch_records
 from .spec import CampaignSpec
 from .success_bar import SuccessBar, first_results_threshold, legacy_threshold
 
@@ -165,7 +165,14 @@ class TrajectoryFold:
                 t.rejection_kind = p.get("kind") or _rejection_kind(p["reason"])
 
     def _on_Simulated(self, event: Event) -> None:
-        p = event.payload
+        self._fold_rung_result(event.payload)
+
+    def _on_Screened(self, event: Event) -> None:
+        for kind, p in batch_records(event.type, event.payload):
+            if kind == "Simulated":
+                self._fold_rung_result(p)
+
+    def _fold_rung_result(self, p: dict[str, Any]) -> None:
         observation = p["observation"]
         for t in self._by_iteration_candidate.get((p["iteration"], p["candidate_id"]), ()):
             t.rungs[p["rung"]] = observation

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..events import batch_records
 from ..spec import CampaignSpec, validate_spec
 from .config import BenchConfig
 from .metrics import acceleration, best_at_budget, experiments_to_hit, summarise
@@ -57,12 +58,13 @@ def arm_spec(spec: CampaignSpec, arm: str, seed: int, lab_budget: int | None = N
 def _ladder_compute(ledger, campaign_id: str) -> tuple[int, float]:
     """Rung evaluations and their compute seconds: surveys over the pool plus the screen's evaluations."""
     n, cost = 0, 0.0
-    for event in ledger.events(campaign_id, types=["RungSurveyed", "Simulated"]):
-        p = event.payload
+    for event in ledger.events(campaign_id, types=["RungSurveyed", "Simulated", "Screened"]):
         if event.type == "RungSurveyed":
-            n, cost = n + p["n_candidates"], cost + p["cost_s"]
-        else:
-            n, cost = n + 1, cost + p["observation"].get("cost_s", 0.0)
+            n, cost = n + event.payload["n_candidates"], cost + event.payload["cost_s"]
+            continue
+        for kind, p in batch_records(event.type, event.payload):
+            if kind == "Simulated":
+                n, cost = n + 1, cost + p["observation"].get("cost_s", 0.0)
     return n, cost
 
 

@@ -47,8 +47,17 @@ from typing import Any
 import numpy as np
 
 from ..domain import InvalidCandidate, SetupError, parse_candidate
-from ..events import (EnvironmentStep, Observed, PoolExtended, Proposed, RewardEstimated, RewardFinalised,
-                      Simulated)
+from ..events import (
+    EnvironmentStep,
+    Observed,
+    PoolExtended,
+    Proposed,
+    RewardEstimated,
+    RewardFinalised,
+    Screened,
+    Simulated,
+    batch_records,
+)
 from ..pool import describe
 from ..seeding import derive_rng
 from ..spec import CampaignSpec, load_spec, validate_spec
@@ -517,7 +526,7 @@ class _EpisodeRead:
         """trajectory -> its current reward, for the policy's arm."""
 
     def update(self, ctx) -> _EpisodeRead:
-        types = [Observed.type, Simulated.type, RewardEstimated.type, RewardFinalised.type]
+        types = [Observed.type, Simulated.type, Screened.type, RewardEstimated.type, RewardFinalised.type]
         pool = ctx.pool
         for e in ctx.ledger.events(ctx.campaign_id, types=types, after_seq=self.seq):
             p = e.payload
@@ -525,12 +534,13 @@ class _EpisodeRead:
                 self.lab_results.append(LabResult(
                     candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), status=p["status"],
                     value=p["value"] if p["status"] == "ok" else None))
-            elif e.type == Simulated.type:
-                o = p["observation"]
-                self.compute_s += float(o.get("cost_s") or 0.0)
-                self.rung_results.append(RungResult(
-                    candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), rung=p["rung"],
-                    status=o["status"], properties={k: float(v) for k, v in o.get("properties", {}).items()}))
+            elif e.type in (Simulated.type, Screened.type):
+                for p in (p for kind, p in batch_records(e.type, p) if kind == Simulated.type):
+                    o = p["observation"]
+                    self.compute_s += float(o.get("cost_s") or 0.0)
+                    self.rung_results.append(RungResult(
+                        candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), rung=p["rung"],
+                        status=o["status"], properties={k: float(v) for k, v in o.get("properties", {}).items()}))
             elif p.get("arm") == ARM:
                 self.rewards[p["subject"]] = float(p["reward"])
             self.seq = max(self.seq, e.seq)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..domain import SetupError
-from ..events import CampaignStarted, Dispatched, Observed, Proposed, Simulated
+from ..events import CampaignStarted, Dispatched, Observed, Proposed, Simulated, expand_batches
 from .core import EPISODE_FLOOR
 
 __all__ = ["GRPO_REWARD_FUNCTION", "N_EXPORT_OFFER", "REWARD_FLOOR", "CampaignReward", "Situation",
@@ -73,7 +73,7 @@ def ledger_situations(ledger, campaign_id: str, iterations: list[int], *,
     from .observation import Budget, EnvironmentObservation, LabResult, ObjectiveView, OfferedCandidate, RungResult
     from .success import fix_success_bar
 
-    events = ledger.events(campaign_id)
+    events = list(expand_batches(ledger.events(campaign_id)))  # screening rounds as their old-shape steps
     started = [e for e in events if e.type == CampaignStarted.type]
     if not started:
         raise LedgerError(f"campaign {campaign_id!r} is not in {ledger.url}")

@@ -57,7 +57,9 @@ def check_sqlite_file(path: Path, *, what: str) -> None:
                 f"{what} {path} is not a SQLite database (it starts with {header[:12]!r}); it was left untouched. "
                 f"Pass another --db path, or move this file away if it is a ledger you meant to replace")
     if problems:
-        shown = "; ".join(problems[:_N_PROBLEMS_SHOWN]) + (" …" if len(problems) > _N_PROBLEMS_SHOWN else "")
+        # a problem can span lines ("*** in database main ***\nPage 99: ..."); the message stays one line
+        shown = "; ".join(" ".join(p.split()) for p in problems[:_N_PROBLEMS_SHOWN]) + (
+            " …" if len(problems) > _N_PROBLEMS_SHOWN else "")
         raise CorruptDatabase(
             f"{what} {path} is damaged (SQLite quick_check: {shown}); nothing was written to it. "
             f"{_remedy(what, path)}")

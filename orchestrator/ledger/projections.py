@@ -10,6 +10,11 @@ Criterion scores are ``score`` rows: one per criterion of each step of a reward 
 every score of the old one superseded. Ledgers from before scores moved into the records hold one ``Scored`` event
 per score, projected at ``ordinal`` 0.
 
+Rung results are ``observation`` rows keyed by the event's seq and the result's place in it (``ordinal``): a
+``Screened`` round holds every result and decision of one screening round, in order; ledgers from before it hold one
+``Simulated`` per result and one ``Promoted`` per decision, each result projected at ``ordinal`` 0, and fold to the
+same rows but for the key. Lab results (``Observed``) are at ``ordinal`` 0.
+
 Every row an event adds or changes is stamped with the event's seq (``updated_seq``), which is what lets a reader
 fetch only the rows that changed since it last looked.
 """
@@ -37,7 +42,10 @@ from ..events import (
     Rejected,
     RewardEstimated,
     RewardFinalised,
+    RungDecision,
+    RungRun,
     Scored,
+    Screened,
     Simulated,
 )
 from .driver import column_names, driver_read, row_dicts
@@ -95,6 +103,8 @@ class ProjectionBatch:
         for payload in payloads:
             if (candidate_id := getattr(payload, "candidate_id", None)) is not None:
                 candidates.add(candidate_id)
+            if isinstance(payload, Screened):
+                candidates.update(step.candidate_id for step in payload.steps)
             if isinstance(payload, Observed):
                 jobs.add(payload.job_key)
             if isinstance(payload, Scored) and payload.supersedes_seq is not None:
@@ -200,16 +210,17 @@ class ProjectionBatch:
                 if row is not None and row["status"] in {"proposed", "screened"} and row["iteration"] == payload.iteration:
                     self._set_candidate_status(payload.candidate_id, "rejected")
             case Simulated():
-                obs = payload.observation
-                self._add(ObservationRow, campaign_id=cid, seq=seq, candidate_id=payload.candidate_id,
-                          source=payload.rung, fidelity=obs.get("fidelity", 0), is_lab=False,
-                          status=obs.get("status", "ok"), properties=json.dumps(obs.get("properties", {}), sort_keys=True),
-                          reason=obs.get("reason"), cost_s=obs.get("cost_s", 0.0), provenance="simulator")
-                self._set_candidate_status(payload.candidate_id, "screened", highest_rung=payload.rung)
+                self._fold_rung_run(seq, 0, payload)
             case Promoted():
-                if payload.to_rung == "lab":
-                    status = {"promote": "screened", "hold": "held", "skip": "skipped"}[payload.decision]
-                    self._set_candidate_status(payload.candidate_id, status)
+                self._fold_decision(payload)
+            case Screened():
+                ordinal = 0
+                for step in payload.steps:
+                    if isinstance(step, RungRun):
+                        self._fold_rung_run(seq, ordinal, step)
+                        ordinal += 1
+                    else:
+                        self._fold_decision(step)
             case Dispatched():
                 self._add(LabJobRow, campaign_id=cid, job_key=payload.job_key, candidate_id=payload.candidate_id,
                           arm=payload.arm, iteration=payload.iteration, driver=payload.driver, status="dispatched",
@@ -234,6 +245,19 @@ class ProjectionBatch:
                     self._touch(CampaignRow, (cid,), campaign)
             case _:
                 pass  # events without a projection (ApprovalRequested, SurrogateUpdated, LLMCall, ...)
+
+    def _fold_rung_run(self, seq: int, ordinal: int, run: Simulated | RungRun) -> None:
+        obs = run.observation
+        self._add(ObservationRow, campaign_id=self.campaign_id, seq=seq, ordinal=ordinal, candidate_id=run.candidate_id,
+                  source=run.rung, fidelity=obs.get("fidelity", 0), is_lab=False, status=obs.get("status", "ok"),
+                  properties=json.dumps(obs.get("properties", {}), sort_keys=True), reason=obs.get("reason"),
+                  cost_s=obs.get("cost_s", 0.0), provenance="simulator")
+        self._set_candidate_status(run.candidate_id, "screened", highest_rung=run.rung)
+
+    def _fold_decision(self, decision: Promoted | RungDecision) -> None:
+        if decision.to_rung == "lab":
+            status = {"promote": "screened", "hold": "held", "skip": "skipped"}[decision.decision]
+            self._set_candidate_status(decision.candidate_id, status)
 
     def _supersede_score(self, key: tuple, seq: int) -> None:
         old = self._get(ScoreRow, key)
@@ -260,7 +284,7 @@ class ProjectionBatch:
 
     def _fold_observed(self, seq: int, payload: Observed) -> None:
         cid = self.campaign_id
-        self._add(ObservationRow, campaign_id=cid, seq=seq, candidate_id=payload.candidate_id,
+        self._add(ObservationRow, campaign_id=cid, seq=seq, ordinal=0, candidate_id=payload.candidate_id,
                   source=payload.driver or "lab", fidelity=-1, is_lab=True, status=payload.status, value=payload.value,
                   properties=json.dumps({"value": payload.value, "uncertainty": payload.uncertainty}),
                   reason=payload.reason, provenance=payload.provenance, sim_time_s=payload.sim_time_s)

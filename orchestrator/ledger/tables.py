@@ -85,7 +85,9 @@ class ObservationRow(SQLModel, table=True):
     __tablename__ = "observation"
     __table_args__ = (Index("ix_observation_updated", "campaign_id", "updated_seq"),)
     campaign_id: str = Field(primary_key=True)
-    seq: int = Field(primary_key=True)
+    seq: int = Field(primary_key=True, description="the event holding the result: Observed, Simulated or Screened")
+    ordinal: int = Field(default=0, primary_key=True,
+                         description="the result's place among its Screened round's results")
     candidate_id: str = Field(index=True)
     source: str = Field(description="rung name, or the lab driver name")
     fidelity: int

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..context import CampaignContext
 from ..beliefs import rung_calibrations
-from ..events import ArmsCompared, RungAssessed, SurrogateUpdated
+from ..events import ArmsCompared, RungAssessment, RungsAssessed, SurrogateUpdated
 from ..history import lab_history
 from ..planners import campaign_surrogate_state
 from ..seeding import derive_seed
@@ -53,13 +53,14 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         model = f"pyro-gp:{hyperparameters['kernel']}:refit"
     screening = ctx.spec.screening
     items = []
-    for rung, calibration in rung_calibrations(ctx).items():
-        informative = calibration.is_informative(min_pairs=screening.min_pairs,
-                                                 min_informativeness=screening.min_informativeness)
-        items.append((RungAssessed(iteration=iteration, rung=rung, n_pairs=calibration.n_pairs,
-                                   spearman=calibration.spearman, intercept=calibration.intercept,
-                                   slope=calibration.slope, residual_sd=calibration.residual_sd,
-                                   is_informative=informative), f"it{iteration}:rung-assessed:{rung}"))
+    assessed = [RungAssessment(rung=rung, n_pairs=calibration.n_pairs, spearman=calibration.spearman,
+                               intercept=calibration.intercept, slope=calibration.slope,
+                               residual_sd=calibration.residual_sd,
+                               is_informative=calibration.is_informative(
+                                   min_pairs=screening.min_pairs, min_informativeness=screening.min_informativeness))
+                for rung, calibration in rung_calibrations(ctx).items()]
+    if assessed:  # one event for every rung (ledgers before it: a RungAssessed per rung)
+        items.append((RungsAssessed(iteration=iteration, rungs=assessed), f"it{iteration}:rungs-assessed"))
     comparison = _arms_compared(ctx, iteration, history)
     if comparison is not None:
         items.append((comparison, f"it{iteration}:arms-compared"))

@@ -11,7 +11,8 @@ Each iteration the node writes, for every trajectory not yet final whose reward 
 potentials, progress and reward (see ``rewards.process``). Ledgers from before scores moved into the records also
 hold a ``Scored`` event per criterion and step; they are still read. A new record points at the one it supersedes
 (``supersedes_seq``); nothing stored is ever changed. A trajectory is final once the lab has answered it (and no retry is pending) or it ended before the lab (rejected, failed a rung, held). Each proxy
-rung's validity against the lab is re-estimated every iteration and recorded as ``RungValidated``.
+rung's validity against the lab is re-estimated every iteration and recorded as one ``RungsValidated`` (older
+ledgers: a ``RungValidated`` per rung).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from ..events import (
     LLMCall,
     RewardEstimated,
     RewardFinalised,
+    RungsValidated,
     RungValidated,
+    RungValidity,
     Scored,
     SlotsOffered,
 )
@@ -101,11 +104,11 @@ def reward_records(fold: TrajectoryFold, rubric, iteration: int) -> list[tuple[A
     scored, look = trajectory_rewards(fold, rubric, iteration)
     meta = dict(rubric_id=rubric.id, rubric_version=rubric.version, rubric_hash=rubric.content_hash)
     items: list[tuple[Any, str]] = []
-    for rung, validity in look.validities.items():
-        items.append((RungValidated(iteration=iteration, rung=rung, n_pairs=validity.n_pairs,
-                                    spearman=validity.spearman, auroc=validity.auroc, weight=validity.weight,
-                                    measure=validity.measure, base_rate=look.base_rate,
-                                    success_threshold=look.threshold), f"it{iteration}:rung-validated:{rung}"))
+    validities = [RungValidity(rung=rung, n_pairs=v.n_pairs, spearman=v.spearman, auroc=v.auroc, weight=v.weight,
+                               measure=v.measure) for rung, v in look.validities.items()]
+    if validities:
+        items.append((RungsValidated(iteration=iteration, base_rate=look.base_rate, success_threshold=look.threshold,
+                                     rungs=validities), f"it{iteration}:rungs-validated"))
     for t, r in scored:
         is_provisional = r.status == "provisional"
         old = fold.previous_reward(t, iteration)
@@ -157,7 +160,8 @@ def judge_call_records(calls: list, iteration: int) -> list[tuple[Any, str]]:
 
 def scored_iterations(events: list[Event]) -> list[int]:
     """The iterations at which the reward node ran and recorded something, in order."""
-    kinds = {Scored.type, RewardEstimated.type, RewardFinalised.type, SlotsOffered.type, RungValidated.type}
+    kinds = {Scored.type, RewardEstimated.type, RewardFinalised.type, SlotsOffered.type, RungValidated.type,
+             RungsValidated.type}
     return sorted({e.payload["iteration"] for e in events if e.type in kinds})
 
 

@@ -12,10 +12,13 @@ proportion to their lab slots. Per rung, in order:
   the rung they reached.
 
 When no arm plans with the ladder (``uses_ladder``: random, bo-sf, botorch), proxy rungs are not run at all; filter
-rungs still are. A rung surveyed over the whole pool (``ladder_view``) is read, not run, and is not fused twice when the surrogate
-already uses it as its prior mean. A failed rung result stops the candidate. Every decision is a ``Promoted`` event with its numbers. At the top, each
-arm's survivors are ranked by expected improvement on the fused belief (lab surrogate plus calibrated rungs), or by
-the proxy before any lab data, or else kept in planner order, and the best fill that arm's lab slots.
+rungs still are. A rung surveyed over the whole pool (``ladder_view``) is read, not run, and is not fused twice when
+the surrogate already uses it as its prior mean. A failed rung result stops the candidate. At the top, each arm's
+survivors are ranked by expected improvement on the fused belief (lab surrogate plus calibrated rungs), or by the
+proxy before any lab data, or else kept in planner order, and the best fill that arm's lab slots.
+
+Every rung result and every decision, with the numbers behind it, is a step of the round's one ``Screened`` event, in
+the order made (ledgers from before it hold a ``Simulated`` per result and a ``Promoted`` per decision).
 
 A rung is calibrated on lab results of candidates it measured. So, once the lab candidates are chosen, a proxy rung
 that is not yet calibrated (fewer than ``min_pairs`` pairs) runs on as many of them as it still needs, and one judged
@@ -34,7 +37,7 @@ from ..beliefs import lab_beliefs, prior_rung, rung_calibrations
 from ..context import CampaignContext, Rung
 from ..domain import Observation
 from ..escalation import Belief, decision_threshold, promote_by_value_per_cost
-from ..events import Promoted, Proposed, Simulated
+from ..events import Proposed, RungDecision, RungRun, Screened, Simulated, batch_records
 from ..history import iteration_payloads, lab_history
 from ..ladder_view import ladder_view, uses_ladder
 from ..rung_digest import rung_digest
@@ -44,10 +47,13 @@ from ..state import CampaignState
 __all__ = ["apportion", "screen"]
 
 
-def _promoted(iteration, cid, from_rung, to_rung, decision, reason, score=None, numbers=None):
-    payload = Promoted(iteration=iteration, candidate_id=cid, from_rung=from_rung, to_rung=to_rung, decision=decision,
-                       score=score, reason=reason, numbers=numbers or {})
-    return payload, f"it{iteration}:promoted:{to_rung}:{cid}"
+def _promoted(cid, from_rung, to_rung, decision, reason, score=None, numbers=None) -> RungDecision:
+    return RungDecision(candidate_id=cid, from_rung=from_rung, to_rung=to_rung, decision=decision, score=score,
+                        reason=reason, numbers=numbers or {})
+
+
+def _rung_run(cid: str, rung: Rung, observation: Observation) -> RungRun:
+    return RungRun(candidate_id=cid, rung=rung.name, observation=observation.model_dump(mode="json"))
 
 
 def apportion(total: int, slots: dict[str, int]) -> dict[str, int]:
@@ -81,7 +87,8 @@ class _Ladder:
         self.calibrations = rung_calibrations(ctx)
         self.beliefs: dict[str, Belief] | None = lab_beliefs(ctx, self.climbing)
         self.proxies: dict[str, float] = {}
-        self.items: list = []
+        self.items: list[RungRun | RungDecision] = []
+        """The round's rung results and decisions, in the order made: recorded as one ``Screened`` event."""
         self.previous = "proposal"
         self.ran: dict[str, set[str]] = {}
         """Who ran each rung in this iteration's climb."""
@@ -123,7 +130,7 @@ class _Ladder:
             if informative is False:
                 for cid in self.climbing:
                     self.items.append(_promoted(
-                        self.iteration, cid, self.previous, rung.name, "skip",
+                        cid, self.previous, rung.name, "skip",
                         f"{rung.name} is uninformative about the lab: ρ={calibration.spearman:.2f} on "
                         f"{calibration.n_pairs} pairs rules out ρ ≥ {spec.min_informativeness}",
                         numbers=calibration.as_numbers()))
@@ -153,7 +160,7 @@ class _Ladder:
             cost = float(rung.simulator.cost_model(self.ctx.pool.get(cid)))
             allowance = self.allowance_s[arm]
             if is_proxy and allowance is not None and cost > allowance:
-                self.items.append(_promoted(self.iteration, cid, self.previous, rung.name, "hold",
+                self.items.append(_promoted(cid, self.previous, rung.name, "hold",
                                             f"the {arm} arm's compute allowance is spent ({allowance:.3g} s left, "
                                             f"needs {cost:.3g} s)", numbers={"cost_s": cost, "allowance_s": allowance}))
                 continue
@@ -161,7 +168,7 @@ class _Ladder:
                 self.allowance_s[arm] = allowance - cost
             chosen.append(cid)
             if self.previous != "proposal":  # validate recorded the first step onto the ladder
-                self.items.append(_promoted(self.iteration, cid, self.previous, rung.name, "promote", reason))
+                self.items.append(_promoted(cid, self.previous, rung.name, "promote", reason))
         held = set(group) - set(chosen)
         self.climbing = [c for c in self.climbing if c not in held]
         return chosen
@@ -184,7 +191,7 @@ class _Ladder:
                        **calibration.as_numbers()}
             why = (f"value of information {voi:.3g} per {costs[cid]:.3g} s = {per_s:.3g}/s, rank {rank + 1} of "
                    f"{len(ranked)} in the {arm} arm")
-            self.items.append(_promoted(self.iteration, cid, self.previous, rung.name, "promote" if is_in else "hold",
+            self.items.append(_promoted(cid, self.previous, rung.name, "promote" if is_in else "hold",
                                         why, score=per_s, numbers=numbers))
             if is_in:
                 chosen.append(cid)
@@ -198,11 +205,9 @@ class _Ladder:
         self.ran.setdefault(rung.name, set()).update(to_run)
         self.spent_s += sum(o.cost_s or 0.0 for o in observations)
         for cid, observation in zip(to_run, observations, strict=True):
-            self.items.append((Simulated(iteration=self.iteration, candidate_id=cid, rung=rung.name,
-                                         observation=observation.model_dump(mode="json")),
-                               f"it{self.iteration}:simulated:{rung.name}:{cid}"))
+            self.items.append(_rung_run(cid, rung, observation))
             if observation.status == "failed":
-                self.items.append(_promoted(self.iteration, cid, rung.name, "lab", "skip",
+                self.items.append(_promoted(cid, rung.name, "lab", "skip",
                                             f"{rung.name} failed: {observation.reason}"))
                 self.climbing.remove(cid)
                 self.survivors.remove(cid)
@@ -216,9 +221,10 @@ class _Ladder:
         self.previous = rung.name
 
     def read_survey(self, rung: Rung, values: np.ndarray) -> None:
-        """A rung surveyed over the pool is read, not run (its compute was charged by the survey; the ``Simulated``
-        record says ``read_from: survey`` and costs 0 s): a failed value stops the candidate; a value is fused into the belief unless the surrogate already has it as its prior mean
-        (``beliefs.prior_rung``) or the rung has proved uninformative."""
+        """A rung surveyed over the pool is read, not run (its compute was charged by the survey; its rung result
+        says ``read_from: survey`` and costs 0 s): a failed value stops the candidate; a value is fused into the belief
+        unless the surrogate already has it as its prior mean (``beliefs.prior_rung``) or the rung has proved
+        uninformative."""
         spec, objective = self.ctx.spec.screening, self.ctx.spec.objective
         calibration = self.calibrations.get(rung.name)
         informative = None if calibration is None else calibration.is_informative(
@@ -231,11 +237,9 @@ class _Ladder:
                 fidelity=int(rung.simulator.fidelity), cost_s=0.0, parameters={"read_from": "survey"},
                 **({"properties": {rung.spec.proxy: value}} if math.isfinite(value)
                    else {"status": "failed", "reason": f"{rung.name} failed on it in the survey"}))
-            self.items.append((Simulated(iteration=self.iteration, candidate_id=cid, rung=rung.name,
-                                         observation=observation.model_dump(mode="json")),
-                               f"it{self.iteration}:simulated:{rung.name}:{cid}"))
+            self.items.append(_rung_run(cid, rung, observation))
             if not math.isfinite(value):
-                self.items.append(_promoted(self.iteration, cid, rung.name, "lab", "skip",
+                self.items.append(_promoted(cid, rung.name, "lab", "skip",
                                             f"{rung.name} failed on it in the survey"))
                 self.climbing.remove(cid)
                 self.survivors.remove(cid)
@@ -259,7 +263,7 @@ class _Ladder:
                 reason = f"rank {rank + 1} of {len(mine)} in the {arm} arm for {n_slots} lab slot(s)"
                 if score is not None:
                     reason += f" by {ranking} {score:.4g}"
-                self.items.append(_promoted(self.iteration, cid, top, "lab", "promote" if is_in else "hold", reason,
+                self.items.append(_promoted(cid, top, "lab", "promote" if is_in else "hold", reason,
                                             score=score))
                 if is_in:
                     promoted.append(cid)
@@ -285,9 +289,9 @@ class _Ladder:
         # A re-run of this node (after a crash) finds this iteration's probes in the ledger already; it must decide as
         # the first run did, so a value first measured by a probe of this iteration does not count as known.
         probed_now: dict[str, set[str]] = {}
-        for payload in iteration_payloads(self.ctx, Simulated.type, self.iteration):
-            if payload.candidate_id not in self.ran.get(payload.rung, set()):
-                probed_now.setdefault(payload.rung, set()).add(payload.candidate_id)
+        for payload in self._recorded_runs():
+            if payload["candidate_id"] not in self.ran.get(payload["rung"], set()):
+                probed_now.setdefault(payload["rung"], set()).add(payload["candidate_id"])
         for rung in self.ctx.rungs:
             calibration = self.calibrations.get(rung.name)
             if calibration is None or rung.name not in known:
@@ -319,10 +323,21 @@ class _Ladder:
                 to_run.append(cid)
             observations = run_rung(self.ctx, rung, [self.ctx.pool.get(cid) for cid in to_run])
             for cid, observation in zip(to_run, observations, strict=True):
-                self.items.append((Simulated(iteration=self.iteration, candidate_id=cid, rung=rung.name,
-                                             observation=observation.model_dump(mode="json")),
-                                   f"it{self.iteration}:simulated:{rung.name}:{cid}"))
+                self.items.append(_rung_run(cid, rung, observation))
                 self.spent_s += observation.cost_s or 0.0
+
+    def _recorded_runs(self) -> list[dict]:
+        """This iteration's rung results already in the ledger (a re-run after a crash), as ``Simulated`` payloads;
+        ledgers from before ``Screened`` hold them as ``Simulated`` events."""
+        events = [*self.ctx.ledger.iteration_events(self.ctx.campaign_id, Simulated.type, self.iteration),
+                  *self.ctx.ledger.iteration_events(self.ctx.campaign_id, Screened.type, self.iteration)]
+        return [p for e in events for t, p in batch_records(e.type, e.payload) if t == Simulated.type]
+
+    def record(self) -> None:
+        """Append the round as one ``Screened`` event (none when nothing was run or decided)."""
+        if self.items:
+            payload = Screened(iteration=self.iteration, steps=self.items)
+            self.ctx.ledger.append(self.ctx.campaign_id, payload, key=f"it{self.iteration}:screened", actor="screen")
 
     def _rank(self, mine: list[str]) -> tuple[list[str], dict[str, float], str]:
         """An arm's survivors, best first, their scores and the name of the ranking."""
@@ -365,5 +380,5 @@ def screen(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     promoted = ladder.promote_to_lab()
     if not single_fidelity:
         ladder.probe(promoted)
-    ctx.ledger.append_many(ctx.campaign_id, ladder.items, actor="screen")
+    ladder.record()
     return {"promoted": promoted}

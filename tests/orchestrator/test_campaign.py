@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from orchestrator.campaign import Campaign
+from orchestrator.events import expand_batches
 from orchestrator.ledger import verify
 from orchestrator.nodes.reward import criterion_scores
 from tests.conftest import BUCHWALD_SPEC, small_spec
@@ -27,18 +30,31 @@ def finished(tmp_path_factory):
 def test_every_step_type_is_recorded(finished):
     _, _, events, _, _ = finished
     types = {e.type for e in events}
-    assert {"CampaignStarted", "Proposed", "Simulated", "Promoted", "ApprovalRequested", "Approved", "Dispatched",
+    assert {"CampaignStarted", "Proposed", "Screened", "ApprovalRequested", "Approved", "Dispatched",
             "Observed", "RewardFinalised", "SurrogateUpdated", "CampaignStopped"} <= types
     assert "Scored" not in types  # criterion scores travel inside the reward records
+    # a screening round is one Screened event; each iteration's rung assessments and validities one event each
+    assert {"RungsAssessed", "RungsValidated"} <= types
+    assert not types & {"Simulated", "Promoted", "RungAssessed", "RungValidated"}
+    assert {"Simulated", "Promoted", "RungAssessed", "RungValidated"} <= {e.type for e in expand_batches(events)}
     assert events[0].type == "CampaignStarted" and events[-1].type == "CampaignStopped"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+def test_a_campaign_writes_at_most_20_events_per_lab_experiment(finished):
+    """Fewer, richer events (issue 17): a screening round is one event, not one per rung result and decision."""
+    _, summary, events, _, _ = finished
+    assert len(events) <= 20 * summary["n_lab"], Counter(e.type for e in events).most_common()
+    rounds = [e for e in events if e.type == "Screened"]
+    assert len(rounds) == len({e.payload["iteration"] for e in events if e.type == "SlotsOffered"})
+    assert sum(len(e.payload["steps"]) for e in rounds) > 2 * len(rounds)
 
 
 def test_each_candidate_moves_in_causal_order(finished):
     _, _, events, jobs, _ = finished
     for job in jobs:
         first_seq = {}
-        for e in events:
+        for e in expand_batches(events):
             if e.payload.get("candidate_id") == job.candidate_id:
                 first_seq.setdefault(e.type, e.seq)
         seqs = [first_seq[t] for t in CAUSAL_ORDER]
@@ -82,7 +98,8 @@ def test_lab_clock_advances_and_the_surrogate_is_fitted(finished):
 
 def test_main_arm_proposals_are_ranked_by_the_proxy_rung(finished):
     _, _, events, _, _ = finished
-    lab_promotions = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "lab"]
+    lab_promotions = [e.payload for e in expand_batches(events) if e.type == "Promoted"
+                      and e.payload["to_rung"] == "lab"]
     held = [p for p in lab_promotions if p["decision"] == "hold"]
     assert held, "the main arm proposes more than its slots and holds the rest"
     first = [p for p in lab_promotions if p["score"] is not None and "proxy utility" in p["reason"]]
@@ -104,7 +121,7 @@ def test_the_control_gets_the_same_proposals_per_slot_and_the_same_screen(finish
                              for e in events)
             assert n_proposed == spec.planner.proposals_per_slot * n_slots - lost[(iteration, arm)], (iteration, arm)
     arm_of = {(e.payload["iteration"], e.payload["candidate_id"]): e.payload["arm"] for e in events if e.type == "Proposed"}
-    to_lab = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "lab"
+    to_lab = [e.payload for e in expand_batches(events) if e.type == "Promoted" and e.payload["to_rung"] == "lab"
               and e.payload["decision"] != "skip"]
     for arm in ("bo", "random"):
         mine = [p for p in to_lab if arm_of[(p["iteration"], p["candidate_id"])] == arm]
@@ -115,14 +132,14 @@ def test_the_control_gets_the_same_proposals_per_slot_and_the_same_screen(finish
 
 def test_escalation_decisions_carry_their_numbers(finished):
     _, _, events, _, _ = finished
-    to_gaff = [e.payload for e in events if e.type == "Promoted" and e.payload["to_rung"] == "gaff"
+    to_gaff = [e.payload for e in expand_batches(events) if e.type == "Promoted" and e.payload["to_rung"] == "gaff"
                and "voi" in e.payload["numbers"]]
     assert to_gaff, "after the first lab results, climbing to the GAFF rung is decided by value of information"
     for p in to_gaff:
         n = p["numbers"]
         assert n["voi"] >= 0 and n["cost_s"] == 3600.0
         assert n["voi_per_s"] == pytest.approx(n["voi"] / n["cost_s"])
-    assessed = [e.payload for e in events if e.type == "RungAssessed" and e.payload["rung"] == "gaff"]
+    assessed = [e.payload for e in expand_batches(events) if e.type == "RungAssessed" and e.payload["rung"] == "gaff"]
     assert assessed[-1]["n_pairs"] >= 5 and assessed[-1]["spearman"] > 0.5 and assessed[-1]["is_informative"]
 
 

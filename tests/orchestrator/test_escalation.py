@@ -12,6 +12,7 @@ from orchestrator.escalation import (
     expected_value_of_information,
     promote_by_value_per_cost,
 )
+from orchestrator.events import expand_batches
 from tests.conftest import FREESOLV_SPEC, small_spec
 
 
@@ -73,7 +74,7 @@ def test_an_uninformative_rung_is_measured_then_skipped_by_every_arm(tmp_path):
 
     with Campaign.start(validate_spec(data), db=tmp_path / "coin.db", campaign_id="coin") as campaign:
         campaign.run()
-        events = campaign.ledger.events("coin")
+        events = list(expand_batches(campaign.ledger.events("coin")))
     assessed = [e.payload for e in events if e.type == "RungAssessed"]
     judged = [a for a in assessed if a["is_informative"] is not None]
     # judged uninformative at some point (more pairs may later, by chance, put a coin's |ρ| over the bar)

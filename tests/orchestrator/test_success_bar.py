@@ -8,6 +8,7 @@ import pytest
 
 from orchestrator.campaign import Campaign
 from orchestrator.domain import SetupError
+from orchestrator.events import expand_batches
 from orchestrator.nodes.reward import recompute_rewards, stored_rewards
 from orchestrator.pool import load_pool
 from orchestrator.spec import CampaignSpec, validate_spec
@@ -38,7 +39,7 @@ def _run(spec, db, campaign_id):
 
 
 def _thresholds(events):
-    return [e.payload["success_threshold"] for e in events if e.type == "RungValidated"]
+    return [e.payload["success_threshold"] for e in expand_batches(events) if e.type == "RungValidated"]
 
 
 def _lab_utilities(spec, events):

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.campaign import Campaign
+from orchestrator.events import expand_batches
 from orchestrator.spec import validate_spec
 from tests.conftest import FREESOLV_SPEC, small_spec
 
@@ -23,7 +24,7 @@ def small_freesolv(tmp_path):
 def _run(spec, db, campaign_id):
     with Campaign.start(spec, db=db, campaign_id=campaign_id) as campaign:
         summary = campaign.run()
-        return summary, campaign.ledger.events(campaign_id)
+        return summary, list(expand_batches(campaign.ledger.events(campaign_id)))
 
 
 def test_the_xtb_rung_is_surveyed_once_read_by_the_screen_and_charged(small_freesolv, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.campaign import Campaign
-from orchestrator.events import HumanVerdict
+from orchestrator.events import HumanVerdict, expand_batches
 from orchestrator.ledger import verify
 from orchestrator.nodes.reward import recompute_rewards, stored_rewards, trajectory_rewards
 from orchestrator.trajectory_fold import TrajectoryFold
@@ -111,7 +111,8 @@ def test_recompute_with_another_rubric_version_changes_the_rewards(finished):
 
 def test_each_rungs_validity_is_re_estimated_as_results_arrive(finished):
     _, _, events = finished
-    validated = [e.payload for e in events if e.type == "RungValidated"]
+    assert "RungValidated" not in {e.type for e in events}  # one RungsValidated per iteration
+    validated = [e.payload for e in expand_batches(events) if e.type == "RungValidated"]
     assert [v["iteration"] for v in validated] == sorted(v["iteration"] for v in validated)
     assert validated[0]["measure"] == "prior" and validated[0]["weight"] == 0.5
     assert validated[-1]["n_pairs"] >= 5 and validated[-1]["measure"] in ("auroc", "spearman")
@@ -154,7 +155,7 @@ def test_the_report_shows_each_rungs_validity_and_the_rewards_by_arm(finished):
 
     _, ledger, events = finished
     section = rewards_section(ledger, "rw")
-    n_validated = sum(e.type == "RungValidated" for e in events)
+    n_validated = sum(e.type == "RungValidated" for e in expand_batches(events))
     assert "Rewards and calibration" in section and "process weight" in section and "AUROC" in section
     assert section.count("<td>gaff</td>") == n_validated
     assert "<td>bo</td>" in section
