@@ -160,6 +160,10 @@ def _build_driver(spec: CampaignSpec, pool: Pool):
                               else TableOracle(pool.column(column), property=spec.objective.property))
         params.setdefault("noise_sd", spec.lab.noise_sd)
         params.setdefault("seed", spec.campaign.seed)
+    if spec.lab.driver == "recorded":
+        from .recorded_lab import resolve_recorded_lab
+
+        params = resolve_recorded_lab(params)
     return load_driver(spec.lab.driver, **params)
 
 

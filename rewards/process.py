@@ -40,6 +40,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rewards.context import StepContext
@@ -114,12 +115,18 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
         >>> auroc([0.1, 0.4, 0.35, 0.8], [False, False, True, True])
         0.75
     """
-    positives = [s for s, y in zip(scores, labels, strict=True) if y]
-    negatives = [s for s, y in zip(scores, labels, strict=True) if not y]
-    if not positives or not negatives:
+    if len(scores) != len(labels):
+        raise ValueError(f"auroc needs one label per score, got {len(scores)} scores and {len(labels)} labels")
+    is_positive = np.asarray(labels, dtype=bool)
+    n_positive = int(is_positive.sum())
+    n_negative = is_positive.size - n_positive
+    if not n_positive or not n_negative:
         return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
-    return wins / (len(positives) * len(negatives))
+    # Mann-Whitney: the positives' rank sum, tied scores sharing their mean rank (so a tie counts half); O(N log N)
+    _, which, counts = np.unique(np.asarray(scores, dtype=float), return_inverse=True, return_counts=True)
+    mean_rank = np.cumsum(counts) - (counts - 1) / 2
+    rank_sum = float(mean_rank[which][is_positive].sum())
+    return (rank_sum - n_positive * (n_positive + 1) / 2) / (n_positive * n_negative)
 
 
 def base_rate(n_success: int, n_lab: int) -> float:
