@@ -92,6 +92,25 @@ class Pool:
         return Pool(self.kind, list(self.candidates), {k: v.copy() for k, v in self.columns.items()}, self.space,
                     list(self.skipped_rows), self.seed_size or len(self.candidates))
 
+    def truncate(self, n: int) -> None:
+        """Keep only the first ``n`` candidates (undo an open space's unrecorded growth); never below the seeds.
+
+        Example:
+            >>> from orchestrator.domain import Molecule
+            >>> pool = Pool("molecule", [Molecule.parse("CCO")], seed_size=1)
+            >>> _ = pool.extend([Molecule.parse("CCN")]); pool.truncate(1); pool.ids == [Molecule.parse("CCO").id]
+            True
+        """
+        n = max(int(n), self.seed_size or 0)
+        if n >= len(self.candidates):
+            return
+        for cid in self.ids[n:]:
+            del self.index[cid]
+        del self.candidates[n:], self.ids[n:]
+        self.columns = {name: values[:n] for name, values in self.columns.items()}
+        if "features" in self.__dict__:
+            self.__dict__["features"] = self.__dict__["features"][:n]
+
     def extend(self, candidates: list[Candidate]) -> list[Candidate]:
         """Append candidates not yet in the pool (generator mode); returns those added. Their columns are NaN.
 

@@ -1,6 +1,7 @@
 """What a policy may do in one environment step: propose candidates, or call a tool.
 
-- ``ProposeAction``: candidates from the offer (labels ``o03`` or pool ids) for the lab slots, with a hypothesis.
+- ``ProposeAction``: candidates from the offer (labels ``o03`` or pool ids) for the lab slots, with a hypothesis; in an
+  open space (``[space] generate = true``) also new structures: SMILES for molecules, formulas for materials.
 - ``RunRungAction``: run one rung of the campaign's ladder on one candidate (recorded as ``Simulated``).
 - ``QuerySurrogateAction``: the surrogate's mean and sd for candidates.
 - ``QueryLedgerAction``: what the campaign's ledger holds so far (proposals, lab results, rung results), newest
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from ..domain import ClosedLoopError
 
@@ -38,10 +39,19 @@ class _Action(BaseModel):
 
 class ProposeAction(_Action):
     type: Literal["propose"] = "propose"
-    candidate_ids: list[str] = Field(min_length=1, description="offer labels (o00, o01, …) or pool ids")
+    candidate_ids: list[str] = Field(default_factory=list, description="offer labels (o00, o01, …) or pool ids")
+    structures: list[str] = Field(default_factory=list, max_length=64, description=(
+        "open spaces only: new candidates written out, SMILES for molecules, formulas (e.g. 'LiFePO4') for materials"))
     hypothesis: str = Field(default="", max_length=2000)
     rationale: str = Field(default="", max_length=2000)
     expected: float | None = Field(default=None, description="expected lab value, objective unit")
+
+    @model_validator(mode="after")
+    def _names_something(self) -> ProposeAction:
+        if not self.candidate_ids and not self.structures:
+            raise ValueError("a proposal names at least one candidate: offer labels in candidate_ids, or (open "
+                             "spaces) SMILES or formulas in structures")
+        return self
 
 
 class RunRungAction(_Action):

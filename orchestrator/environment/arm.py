@@ -5,6 +5,10 @@
 policy's next proposal resumes the graph with ``Command(resume=answer)``. The plan node then re-runs, ``interrupt()``
 returns the answer, and everything after it (validate, screen, approve, dispatch, observe, reward, learn, decide) is
 the campaign's own code. See orchestrator/DECISIONS.md ("Campaigns as environments").
+
+In an open space the answer also carries the policy's new structures (``new_candidates``, canonical candidate dicts
+the environment has already parsed and checked): the resumed ``propose`` adds them to the pool, after the plan node
+counted it, so the plan node records them as ``PoolExtended`` (source ``env``) as it does the llm arm's.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 from langgraph.types import interrupt
 
-from ..domain import Proposal
+from ..domain import Proposal, candidate_from_dict
 from ..planners import register_planner
 from ..planners.base import PlanningContext
 
@@ -37,6 +41,8 @@ class EnvironmentPlanner:
     def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
         self.context, self.n = context, n
         answer: dict[str, Any] = interrupt({"kind": "plan", "iteration": context.iteration, "n": n})
+        if answer.get("new_candidates"):
+            context.pool.extend([candidate_from_dict(c) for c in answer["new_candidates"]])
         return [Proposal(candidate=context.pool.get(cid), arm=ARM, hypothesis=answer.get("hypothesis", ""),
                          rationale=answer.get("rationale", ""), expected=answer.get("expected"))
                 for cid in answer["candidate_ids"]]

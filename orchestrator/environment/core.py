@@ -7,6 +7,13 @@ decide, on simulated lab time, until the plan node asks again or the campaign st
 the surrogate, query the ledger) are answered while the graph waits. Every step is recorded as ``EnvironmentStep`` in the ledger
 beside the campaign's own events, so an episode replays and exports like any campaign.
 
+Open spaces (``[space] generate = true``): a proposal may also write new structures (SMILES or formulas). Each is
+parsed and canonicalised by the domain (rdkit, pymatgen) and checked against the space's limits before the graph
+resumes; one that fails is refused with the reason (``InvalidAction``). The valid ones join the pool through the arm
+(recorded as ``PoolExtended``) and go through the campaign's own validate → screen → lab path; the simulated lab's
+ground truth for them is the spec's ``lab.oracle_simulator``, which ``CampaignSpec`` requires of an open space. A
+closed space refuses structures and says why in ``observation.new_structures``.
+
 Rewards (``rewards.process.shaped_reward``): the episode's potential Φ is the sum of its trajectories' current
 rewards under the environment rubric (potential-based process term) divided by the lab budget; a step earns
 ``Φ(after) − Φ(before)``, an invalid action also loses ``invalid_penalty``, and the last step adds the terminal
@@ -39,15 +46,17 @@ from typing import Any
 
 import numpy as np
 
-from ..domain import SetupError
-from ..events import EnvironmentStep, Observed, Proposed, RewardEstimated, RewardFinalised, Simulated
+from ..domain import InvalidCandidate, SetupError, parse_candidate
+from ..events import (EnvironmentStep, Observed, PoolExtended, Proposed, RewardEstimated, RewardFinalised,
+                      Simulated)
 from ..pool import describe
 from ..seeding import derive_rng
 from ..spec import CampaignSpec, load_spec, validate_spec
 from .actions import (InvalidAction, ProposeAction, QueryLedgerAction, QuerySurrogateAction, RunRungAction,
                       parse_action)
 from .arm import ARM, EnvironmentPlanner
-from .observation import Budget, EnvironmentObservation, LabResult, ObjectiveView, OfferedCandidate, RungResult
+from .observation import (Budget, EnvironmentObservation, LabResult, NewStructures, ObjectiveView, OfferedCandidate,
+                          RungResult)
 from .success import SuccessBar, fix_success_bar
 
 __all__ = ["EPISODE_FLOOR", "CampaignEnvironment", "EnvironmentState", "StepResult"]
@@ -252,13 +261,78 @@ class CampaignEnvironment:
         if n == 0:
             raise InvalidAction("no lab slot is open now; wait is not an action: the episode only asks when one is")
         ids = [self._resolve(ref, offer_only=True) for ref in action.candidate_ids]
+        new_candidates = []
+        for text in action.structures:
+            candidate, is_new = self._structure(text)
+            ids.append(candidate.id)
+            if is_new:
+                new_candidates.append(candidate)
         if len(set(ids)) != len(ids):
-            raise InvalidAction(f"the proposal names a candidate twice ({action.candidate_ids}); name each once")
+            named = [*action.candidate_ids, *action.structures]
+            raise InvalidAction(f"the proposal names a candidate twice ({named}); name each once")
         if len(ids) > n:
             raise InvalidAction(f"{len(ids)} candidates proposed for {n} open lab slot(s); propose at most {n}")
         answer = {"candidate_ids": ids, "hypothesis": action.hypothesis, "rationale": action.rationale,
-                  "expected": action.expected}
+                  "expected": action.expected,
+                  "new_candidates": [c.model_dump(mode="json") for c in new_candidates]}
+        if self.spec.space.generate:
+            self._forget_unrecorded_growth()
         self.campaign.run(approval=answer)
+
+    def _structure(self, text: str):
+        """(candidate, is_new) for a written structure: canonical, within the open space's limits and untested;
+        ``InvalidAction`` naming what is wrong and the fix otherwise."""
+        rules = self._new_structures()
+        if not rules.is_open:
+            raise InvalidAction(f"structure {text[:200]!r} refused: {rules.reason}")
+        context = self._arm.context
+        pool, space = context.pool, self.spec.space
+        try:
+            candidate = parse_candidate(self.spec.campaign.kind, text.strip(), pool.space)
+        except InvalidCandidate as exc:
+            syntax = "SMILES" if rules.syntax == "smiles" else "formula"
+            raise InvalidAction(f"structure {text[:200]!r} is not a valid {syntax}: {exc}") from None
+        from ..generation import constraint_error
+
+        error = constraint_error(space, candidate)
+        if error:
+            raise InvalidAction(f"structure {text[:200]!r} is outside the open space: {error}")
+        row = pool.index.get(candidate.id)
+        if row is None:
+            return candidate, True
+        if not np.any(np.asarray(context.available, dtype=int) == row):
+            raise InvalidAction(f"structure {text[:200]!r} ({candidate.id}) was already sent to the lab or "
+                                "rejected; propose an untested candidate")
+        return pool.get(candidate.id), False
+
+    def _forget_unrecorded_growth(self) -> None:
+        """Drop the pool's candidates that no ``PoolExtended`` records yet, before the graph resumes.
+
+        The plan node grew an open space (its mutations) before it paused for the policy, but records the growth
+        only when it finishes; resuming re-runs it, and it must grow the same pool again (the same edits of the same
+        parents) rather than edits of the unrecorded ones, or the pool in memory and the one the ledger rebuilds on
+        a resume would differ."""
+        ctx = self.campaign.ctx
+        pool = ctx.pool
+        n_recorded = (pool.seed_size or 0) + sum(
+            len(e.payload["candidates"]) for e in ctx.ledger.events(ctx.campaign_id, types=[PoolExtended.type]))
+        pool.truncate(n_recorded)
+
+    def _new_structures(self) -> NewStructures:
+        """Whether this episode's proposals may write new candidates, and why not when they may not."""
+        spec = self.spec
+        kind, space = spec.campaign.kind, spec.space
+        if kind == "conditions":
+            return NewStructures(is_open=False, reason="a conditions campaign's space is its grid of parameters; "
+                                                        "propose from the offer")
+        if not space.generate:
+            return NewStructures(is_open=False, reason=(
+                "the design space is a fixed pool (space.generate = false), and the lab measures only its members; "
+                "propose from the offer"))
+        return NewStructures(is_open=True, syntax="smiles" if kind == "molecule" else "formula",
+                             max_heavy_atoms=space.max_heavy_atoms if kind == "molecule" else None,
+                             max_atoms=space.max_atoms if kind == "material" else None,
+                             elements=tuple(space.elements) if space.elements else None)
 
     def _run_rung(self, action: RunRungAction) -> dict[str, Any]:
         from ..screening import run_rung
@@ -387,7 +461,7 @@ class CampaignEnvironment:
             campaign_id=ctx.campaign_id, step=self._step, iteration=self._iteration(),
             objective=ObjectiveView(property=objective.property, unit=objective.unit, direction=objective.direction,
                                     target=objective.target, tolerance=objective.tolerance, success_bar=bar),
-            offer=() if is_done else tuple(self._offer),
+            offer=() if is_done else tuple(self._offer), new_structures=self._new_structures(),
             n_to_propose=self._arm.n if is_asking else 0,
             rungs=tuple(r.name for r in ctx.rungs), rung_results=tuple(read.rung_results),
             lab_results=tuple(read.lab_results),

@@ -1,7 +1,9 @@
 """The gymnasium adapter: ``CampaignGymEnv``, a ``gymnasium.Env`` over ``CampaignEnvironment`` for code policies.
 
 - Action: ``Discrete(n_offer)``, the offer slot to send to the lab (one lab slot per step: ``batch_size = 1``). An
-  index past the end of a short offer is refused like any invalid action (penalty, same situation).
+  index past the end of a short offer is refused like any invalid action (penalty, same situation). The action
+  space stays discrete over the offered candidates even in an open space: new SMILES or formulas are proposed
+  through the core's ``ProposeAction.structures`` (the text and tool adapters), not through this adapter.
 - Observation: a ``Dict`` of float32 arrays over the offer: ``mean`` and ``sd`` (the surrogate's, objective unit,
   0 before it exists), ``mask`` (1 where a candidate is on offer), ``features`` (the pool's feature rows), and
   ``has_surrogate``, ``budget_left`` (share of the lab budget) and ``best`` (the best lab value so far, 0 before any).

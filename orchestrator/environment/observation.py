@@ -4,6 +4,9 @@ An observation holds the objective, the candidates on offer with the surrogate's
 lab results so far, the budget left, and the answer to the last tool call or the reason the last action was
 refused. It never holds the ground truth: lab results are what the lab measured, rung results what the rungs
 computed, and a success bar drawn from the ground truth is left out (``success.SuccessBar.is_visible``).
+
+``new_structures`` says whether a proposal may also write new candidates (an open space, ``[space] generate = true``:
+SMILES or formulas within the space's limits) or, when it may not, why.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Budget", "EnvironmentObservation", "LabResult", "ObjectiveView", "OfferedCandidate", "RungResult"]
+__all__ = ["Budget", "EnvironmentObservation", "LabResult", "NewStructures", "ObjectiveView", "OfferedCandidate",
+           "RungResult"]
 
 
 class _Frozen(BaseModel):
@@ -59,6 +63,35 @@ class Budget(_Frozen):
     compute_s_used: float = Field(description="simulator compute charged so far, seconds")
 
 
+class NewStructures(_Frozen):
+    """Whether a proposal may write new candidates (``structures``), in what syntax and within which limits."""
+
+    is_open: bool = Field(description="True: a proposal's 'structures' may name candidates outside the pool")
+    syntax: Literal["smiles", "formula"] | None = Field(default=None, description="how a new candidate is written")
+    max_heavy_atoms: int | None = Field(default=None, description="molecules: the largest allowed, heavy atoms")
+    max_atoms: int | None = Field(default=None, description="materials: the largest formula unit allowed, atoms")
+    elements: tuple[str, ...] | None = Field(default=None, description="allowed element symbols (None: any)")
+    reason: str | None = Field(default=None, description="why new structures are refused, when they are")
+
+    def describe(self) -> str:
+        """One sentence for a language model."""
+        if not self.is_open:
+            return f"New structures cannot be proposed: {self.reason}."
+        what = "molecules as SMILES" if self.syntax == "smiles" else "materials as formulas (e.g. LiFePO4)"
+        limits = [f"at most {self.max_heavy_atoms} heavy atoms" if self.max_heavy_atoms else "",
+                  f"at most {self.max_atoms} atoms per formula unit" if self.max_atoms else "",
+                  f"only the elements {', '.join(self.elements)}" if self.elements else ""]
+        limits = [x for x in limits if x]
+        example = "CCOC(=O)C" if self.syntax == "smiles" else "NaCl"
+        return (f"The design space is open: a proposal may also write new {what} in \"structures\""
+                + (f" ({'; '.join(limits)})" if limits else "")
+                + f", e.g. {{\"type\": \"propose\", \"structures\": [\"{example}\"], \"hypothesis\": \"why\"}}; "
+                  "each new one is validated, screened and measured like an offered candidate.")
+
+
+CLOSED_SPACE = NewStructures(is_open=False, reason="the design space is a fixed pool; propose from the offer")
+
+
 class EnvironmentObservation(_Frozen):
     type: Literal["environment_observation"] = "environment_observation"
     schema_version: int = 1
@@ -68,6 +101,8 @@ class EnvironmentObservation(_Frozen):
     objective: ObjectiveView
     offer: tuple[OfferedCandidate, ...] = ()
     n_to_propose: int = Field(description="lab slots to fill now (0 once the episode has ended)")
+    new_structures: NewStructures = Field(default=CLOSED_SPACE, description="whether a proposal may write new "
+                                          "candidates (SMILES or formulas) besides the offer")
     rungs: tuple[str, ...] = Field(default=(), description="rungs a run_rung call may name")
     rung_results: tuple[RungResult, ...] = ()
     lab_results: tuple[LabResult, ...] = ()
@@ -113,4 +148,6 @@ class EnvironmentObservation(_Frozen):
         lines.append(f"Propose {self.n_to_propose} candidate(s) from the offer as JSON, e.g. "
                      '{"type": "propose", "candidate_ids": ["o00"], "hypothesis": "why"}; '
                      f"or call a tool: {tools}.")
+        if self.new_structures.is_open:
+            lines.append(self.new_structures.describe())
         return "\n".join(lines)

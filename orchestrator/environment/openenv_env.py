@@ -37,7 +37,7 @@ ENV_NAME = "closedloop"
 
 # The core's fields for each action type; the others are dropped so the core's strict models accept the action.
 _FIELDS: dict[str, tuple[str, ...]] = {
-    "propose": ("candidate_ids", "hypothesis", "rationale", "expected"),
+    "propose": ("candidate_ids", "structures", "hypothesis", "rationale", "expected"),
     "run_rung": ("rung", "candidate_id"),
     "query_surrogate": ("candidate_ids",),
     "query_ledger": ("what", "limit"),
@@ -45,11 +45,14 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 
 
 class CampaignAction(_types.Action):
-    """One environment action. ``propose`` fills lab slots from the offer; the others are tools."""
+    """One environment action. ``propose`` fills lab slots from the offer (and, in an open space, with new
+    ``structures``); the others are tools."""
 
     type: Literal["propose", "run_rung", "query_surrogate", "query_ledger"]
     candidate_ids: list[str] | None = Field(default=None, description="propose / query_surrogate: offer labels "
                                                                       "(o00, o01, …) or pool ids")
+    structures: list[str] | None = Field(default=None, description="propose, open spaces only: new candidates, "
+                                         "SMILES for molecules or formulas for materials")
     hypothesis: str | None = Field(default=None, description="propose: why these candidates")
     rationale: str | None = None
     expected: float | None = Field(default=None, description="propose: the expected lab value, objective unit")

@@ -42,7 +42,8 @@ TOOL_PREFIX = "campaign"
 SYSTEM_PROMPT = (
     "You plan a closed-loop lab campaign. Each lab experiment is precious: choose candidates from the offer that you "
     "expect to reach the objective. Act only through the tools: campaign_propose sends candidates (offer labels such "
-    "as o00) to the lab; campaign_run_rung runs a cheap simulator rung on a candidate; campaign_query_surrogate "
+    "as o00) to the lab, and in an open design space also new structures (SMILES or formulas, when the situation "
+    "says so); campaign_run_rung runs a cheap simulator rung on a candidate; campaign_query_surrogate "
     "returns the surrogate's predictions; campaign_query_ledger shows what the campaign has proposed and measured. "
     "Every tool answers with the new situation. Keep proposing until the episode ends.")
 
@@ -98,11 +99,13 @@ class CampaignToolset(vf.Toolset[vf.ToolsetConfig, CampaignEpisodeState]):
         return result.observation.render()
 
     @vf.tool
-    def propose(self, candidate_ids: list[str], hypothesis: str = "", expected: float | None = None) -> str:
-        """Send candidates from the offer to the lab (offer labels such as o00, at most the open lab slots), with
-        the hypothesis behind them and, optionally, the value you expect the lab to measure."""
-        return self._act({"type": "propose", "candidate_ids": candidate_ids, "hypothesis": hypothesis,
-                          "expected": expected})
+    def propose(self, candidate_ids: list[str] | None = None, hypothesis: str = "", expected: float | None = None,
+                structures: list[str] | None = None) -> str:
+        """Send candidates to the lab (at most the open lab slots) with the hypothesis behind them and, optionally,
+        the value you expect the lab to measure: offer labels such as o00 in candidate_ids and, when the situation
+        says the design space is open, new structures (SMILES for molecules, formulas for materials)."""
+        return self._act({"type": "propose", "candidate_ids": candidate_ids or [], "structures": structures or [],
+                          "hypothesis": hypothesis, "expected": expected})
 
     @vf.tool
     def run_rung(self, rung: str, candidate_id: str) -> str:
