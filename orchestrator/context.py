@@ -16,7 +16,8 @@ from .planners import Planner, make_planner
 from .pool import Pool, load_pool
 from .spec import CampaignSpec, RungSpec
 
-__all__ = ["CampaignContext", "Rung", "build_context", "lab_now", "lab_time_s", "replay_lab"]
+__all__ = ["CampaignContext", "Rung", "build_context", "known_handle", "lab_now", "lab_time_s", "remember_handle",
+           "replay_lab"]
 
 
 @dataclass
@@ -89,6 +90,19 @@ def lab_now(ctx: CampaignContext) -> float:
     return (_dt.datetime.now(_dt.UTC) - started).total_seconds()
 
 
+def remember_handle(ctx: CampaignContext, handle) -> None:
+    """Keep a submitted job's handle when the lab runs in this process (a simulated lab, which cannot lose a job it
+    was given), so later rounds ask it without resubmitting. A remote lab's jobs are resubmitted each round instead
+    (idempotent on the key), in case the lab restarted."""
+    if hasattr(ctx.driver, "run_until"):
+        ctx.resources.setdefault("lab_handles", {})[handle.job_key] = handle
+
+
+def known_handle(ctx: CampaignContext, job_key: str):
+    """The handle ``remember_handle`` kept for ``job_key``, or None."""
+    return ctx.resources.get("lab_handles", {}).get(job_key)
+
+
 def replay_lab(ctx: CampaignContext) -> None:
     """Bring a freshly built simulated lab to the state the ledger records, by replaying its interactions.
 
@@ -107,7 +121,8 @@ def replay_lab(ctx: CampaignContext) -> None:
         p = event.payload
         if event.type == "Dispatched":
             driver.run_until(p["sim_time_s"])
-            open_handles[p["job_key"]] = ctx.loop.run(driver.submit(make_job(ctx, p["job_key"])))
+            open_handles[p["job_key"]] = handle = ctx.loop.run(driver.submit(make_job(ctx, p["job_key"])))
+            remember_handle(ctx, handle)
         elif p["provenance"] == "lab":
             if p["observe_iteration"] != last_round:
                 wait_for_jobs(ctx, list(open_handles.values()))

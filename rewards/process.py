@@ -37,7 +37,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -205,6 +205,7 @@ def score_trajectory(
     *,
     start_potential: float,
     status: RewardStatus,
+    score_step: Callable[[StepContext], list[CriterionScore]] | None = None,
 ) -> TrajectoryReward:
     """Score one trajectory.
 
@@ -212,18 +213,21 @@ def score_trajectory(
         steps: each step's context with the potential ``Φ`` after it (in [0, 1]), in order.
         start_potential: ``Φ`` before the first step (the base rate, in [0, 1]).
         status: ``final`` once nothing can change it (the lab answered, or the trajectory ended before the lab).
+        score_step: what scores one step's criteria, ``rubric.score`` by default; a caller that rescores the same
+            steps often passes a memo of it (scorers read only the step's context, so the scores are the same).
 
     Raises:
         ScoringError: a scorer failed (see ``Rubric.score``).
     """
     mu, alpha = rubric.reward.progress_weight, rubric.reward.outcome_weight
+    score_step = score_step or rubric.score
+    kinds = {c.id: c.scope for c in rubric.criteria}
     scored: list[StepReward] = []
     trajectory_scores: dict[str, CriterionScore] = {}
     outcome_scores: list[CriterionScore] = []
     before = start_potential
     for context, after in steps:
-        scores = rubric.score(context)
-        kinds = {c.id: c.scope for c in rubric.criteria}
+        scores = score_step(context)
         step_scores = [s for s in scores if kinds[s.criterion_id] == "step"]
         for s in scores:
             if kinds[s.criterion_id] == "trajectory":
