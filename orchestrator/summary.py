@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .context import lab_time_s
+from .lab_clock import lab_time_s
 from .events import Observed, RungSurveyed, Simulated
 from .ledger import Ledger
 from .planner_stats import planner_stats

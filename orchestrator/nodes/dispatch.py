@@ -6,7 +6,8 @@ key, so a resumed node is safe. A retry waits on the lab clock until its back-of
 
 from __future__ import annotations
 
-from ..context import CampaignContext, lab_now, remember_handle
+from ..context import CampaignContext
+from ..lab_clock import lab_now, remember_handle
 from ..events import Dispatched, Proposed, Rejected
 from ..history import iteration_payloads, pending_retries
 from ..jobs import make_job, parse_job_key

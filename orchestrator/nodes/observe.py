@@ -7,37 +7,14 @@ the next completion; a real lab is polled. A failed job is recorded as failed wi
 
 from __future__ import annotations
 
-import asyncio
 
-from ..context import CampaignContext, known_handle, lab_now, remember_handle
+from ..context import CampaignContext
+from ..lab_clock import TERMINAL_STATES, known_handle, lab_now, remember_handle, wait_for_jobs
 from ..events import Observed
 from ..jobs import make_job
 from ..state import CampaignState
 
-__all__ = ["observe", "wait_for_jobs"]
-
-_TERMINAL = {"done", "failed", "cancelled"}
-
-
-async def _poll(driver, handles, *, wait_all: bool, interval_s: float) -> None:
-    while True:
-        states = [await driver.status(h) for h in handles]
-        finished = [s in _TERMINAL for s in states]
-        if all(finished) or (not wait_all and any(finished)):
-            return
-        await asyncio.sleep(interval_s)
-
-
-def wait_for_jobs(ctx: CampaignContext, handles) -> None:
-    """Advance a simulated lab's clock, or poll a real driver, until one (or every) job has finished."""
-    if not handles:
-        return
-    wait_all = ctx.spec.lab.wait == "all"
-    if hasattr(ctx.driver, "run_until_complete"):
-        (ctx.driver.run_until_complete if wait_all else ctx.driver.run_until_any_complete)(handles)
-    else:
-        ctx.loop.run(_poll(ctx.driver, handles, wait_all=wait_all, interval_s=0.2))
-
+__all__ = ["observe"]
 
 async def _submit_all(driver, jobs) -> list:
     return [await driver.submit(job) for job in jobs]
@@ -49,7 +26,7 @@ async def _finished(driver, handles) -> list[tuple[str, object]]:
     out = []
     for handle in handles:
         status = await driver.status(handle)
-        is_answered = status in _TERMINAL and status != "cancelled"
+        is_answered = status in TERMINAL_STATES and status != "cancelled"
         out.append((status, await driver.result(handle) if is_answered else None))
     return out
 
@@ -79,7 +56,7 @@ def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     items = []
     finished = ctx.loop.run(_finished(ctx.driver, handles)) if handles else []
     for job, (status, result) in zip(open_jobs, finished, strict=True):
-        if status not in _TERMINAL:
+        if status not in TERMINAL_STATES:
             continue
         if status == "cancelled":
             value, uncertainty, result_status, reason, at = None, None, "failed", "cancelled by the lab", lab_now(ctx)
