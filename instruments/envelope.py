@@ -38,14 +38,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.domain import InstrumentFault
 
-if TYPE_CHECKING:
-    from instruments.base import LabJob
+
+class EnvelopeJob(Protocol):
+    """What the envelope reads of a job (``instruments.base.LabJob`` has it; this module does not import that one,
+    which imports this)."""
+
+    job_key: str
+    candidate: Any
+    parameters: Mapping[str, Any]
+    steps: Sequence[Any]
 
 __all__ = ["RESERVED_PARAMETERS", "EnvelopeViolation", "ParameterLimit", "SafetyEnvelope"]
 
@@ -140,7 +147,7 @@ class SafetyEnvelope(_Frozen):
         """True when the envelope refuses nothing."""
         return self == SafetyEnvelope(name=self.name)
 
-    def check(self, job: LabJob) -> list[str]:
+    def check(self, job: EnvelopeJob) -> list[str]:
         """Every way ``job`` leaves the envelope, as messages naming the value, the limit and the fix.
 
         An empty list means the job may run.
@@ -171,7 +178,7 @@ class SafetyEnvelope(_Frozen):
                     )
         return violations
 
-    def require(self, job: LabJob) -> None:
+    def require(self, job: EnvelopeJob) -> None:
         """Raise ``EnvelopeViolation`` listing every violation when ``job`` leaves the envelope."""
         violations = self.check(job)
         if violations:
@@ -179,7 +186,7 @@ class SafetyEnvelope(_Frozen):
 
     # ------------------------------------------------------------------------------------------- helpers
     @staticmethod
-    def _settings(job: LabJob) -> list[tuple[str, Any, str]]:
+    def _settings(job: EnvelopeJob) -> list[tuple[str, Any, str]]:
         """``(name, value, source)`` of every setting; a job parameter repeating the candidate's value counts once."""
         values = getattr(job.candidate, "values", None)
         values = values if isinstance(values, Mapping) else {}
@@ -213,7 +220,7 @@ class SafetyEnvelope(_Frozen):
             ]
         return []
 
-    def _check_list(self, job: LabJob, key: str, check_one: Any) -> list[str]:
+    def _check_list(self, job: EnvelopeJob, key: str, check_one: Any) -> list[str]:
         raw = job.parameters.get(key)
         if raw is None:
             return []
@@ -240,7 +247,7 @@ class SafetyEnvelope(_Frozen):
             "drop the reagent that carries it or use another lab"
         ]
 
-    def _check_durations(self, job: LabJob) -> list[str]:
+    def _check_durations(self, job: EnvelopeJob) -> list[str]:
         violations: list[str] = []
         if self.max_job_duration_s is None:
             return violations

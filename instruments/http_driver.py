@@ -31,11 +31,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+from tenacity import AsyncRetrying, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from instruments.base import JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import EnvelopeViolation, SafetyEnvelope
@@ -177,47 +177,38 @@ class HttpDriver:
             self._client_loop = loop
         return self._client
 
-    def _delay_s(self, attempt: int) -> float:
-        return min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
+    def _retrying(self, n_attempts: int) -> dict[str, Any]:
+        """The one retry policy of both clients (tenacity): ``n_attempts`` in all, waits of ``backoff_s``, twice
+        that, ... at most ``max_backoff_s`` between them, and only after a connection error, a timeout or a 5xx."""
+        return {"stop": stop_after_attempt(n_attempts), "reraise": True,
+                "wait": wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s),
+                "retry": retry_if_exception_type(_Retryable), "before_sleep": self._count_retry}
+
+    def _count_retry(self, _state: Any) -> None:
+        self.n_retries += 1
 
     async def _json(
         self, method: str, path: str, *, json: Any = None, retries: int | None = None, job_key: str | None = None
     ) -> Any:
         n_attempts = (self.retries if retries is None else retries) + 1
-        problem = ""
-        for attempt in range(n_attempts):
-            if attempt:
-                self.n_retries += 1
-                await asyncio.sleep(self._delay_s(attempt))
-            try:
-                response = await self._async_client().request(method, path, json=json)
-            except httpx.TransportError as exc:
-                problem = redact_urls_in(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__
-                continue
-            if response.status_code in _RETRY_STATUS:
-                problem = f"HTTP {response.status_code}: {_message(response)}"
-                continue
-            return self._decode(response, method, path, job_key)
-        raise self._unreachable(method, path, n_attempts, problem)
+        try:
+            async for attempt in AsyncRetrying(**self._retrying(n_attempts)):
+                with attempt:
+                    response = _retryable(await _request(self._async_client(), method, path, json=json))
+        except _Retryable as exc:
+            raise self._unreachable(method, path, n_attempts, str(exc)) from None
+        return self._decode(response, method, path, job_key)
 
     def _json_sync(self, method: str, path: str) -> Any:
         n_attempts = self.retries + 1
-        problem = ""
         with httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self.timeout_s) as client:
-            for attempt in range(n_attempts):
-                if attempt:
-                    self.n_retries += 1
-                    time.sleep(self._delay_s(attempt))
-                try:
-                    response = client.request(method, path)
-                except httpx.TransportError as exc:
-                    problem = redact_urls_in(f"{type(exc).__name__}: {exc}")
-                    continue
-                if response.status_code in _RETRY_STATUS:
-                    problem = f"HTTP {response.status_code}: {_message(response)}"
-                    continue
-                return self._decode(response, method, path, None)
-        raise self._unreachable(method, path, n_attempts, problem)
+            try:
+                for attempt in Retrying(**self._retrying(n_attempts)):
+                    with attempt:
+                        response = _retryable(_request_sync(client, method, path))
+            except _Retryable as exc:
+                raise self._unreachable(method, path, n_attempts, str(exc)) from None
+            return self._decode(response, method, path, None)
 
     def _unreachable(self, method: str, path: str, n_attempts: int, problem: str) -> InstrumentFault:
         return InstrumentFault(
@@ -262,3 +253,31 @@ def _message(response: httpx.Response) -> str:
     if "detail" in body:
         return str(body["detail"])[:500]
     return response.text[:500] or response.reason_phrase
+
+
+class _Retryable(Exception):
+    """A connection error, a timeout or a 5xx answer: worth another attempt (the message says which)."""
+
+
+def _retryable(response: httpx.Response) -> httpx.Response:
+    if response.status_code in _RETRY_STATUS:
+        raise _Retryable(f"HTTP {response.status_code}: {_message(response)}")
+    return response
+
+
+async def _request(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    try:
+        return await client.request(method, path, **kwargs)
+    except httpx.TransportError as exc:
+        raise _Retryable(_transport_problem(exc)) from exc
+
+
+def _request_sync(client: httpx.Client, method: str, path: str) -> httpx.Response:
+    try:
+        return client.request(method, path)
+    except httpx.TransportError as exc:
+        raise _Retryable(_transport_problem(exc)) from exc
+
+
+def _transport_problem(exc: httpx.TransportError) -> str:
+    return redact_urls_in(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__

@@ -5,8 +5,6 @@ Both are folds over the ledger, so a resumed step computes exactly what the orig
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .context import CampaignContext
@@ -104,12 +102,3 @@ def lab_beliefs(ctx: CampaignContext, candidate_ids: list[str]) -> dict[str, Bel
         spread = float(np.std(utilities)) or 1.0
         return {cid: Belief(float(np.mean(utilities)), spread) for cid in candidate_ids}
     return None
-
-
-def prior_from_proxies(calibrated: dict[str, float]) -> Belief:
-    """Before any lab data: a vague belief centred on the calibrated proxies of this batch."""
-    values = np.asarray(list(calibrated.values()), dtype=float)
-    if len(values) == 0:
-        return Belief(0.0, 1.0)
-    spread = float(np.std(values)) if len(values) > 1 else 0.0
-    return Belief(float(np.mean(values)), spread if spread > 0 and math.isfinite(spread) else 1.0)

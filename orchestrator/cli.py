@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from .cli_main import print_error
+from .cli_common import DbOption, console, emit_json, fail, fmt, ledger_with, open_existing, out
 from .domain import ClosedLoopError
+from .event_text import describe_event
 
 __all__ = ["app"]
 
@@ -21,21 +21,6 @@ app = typer.Typer(help="closedloop: closed-loop lab science, from proposal to ro
                   pretty_exceptions_enable=False)
 ledger_app = typer.Typer(help="Inspect and check campaign ledgers.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
-
-console = Console(stderr=True)
-out = Console()
-
-DbOption = Annotated[str, typer.Option("--db", help="ledger database: a path (SQLite) or an SQLAlchemy URL")]
-
-
-def _fail(message: str, code: int = 2) -> None:
-    print_error(message)
-    raise typer.Exit(code)
-
-
-def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
 
 class _RedactingFilter(logging.Filter):
     """Redacts the credentials of URLs in log records (httpx logs every request URL, userinfo included)."""
@@ -87,11 +72,11 @@ def run(
     try:
         if resume:
             if spec is not None:
-                _fail("give either SPEC (a new campaign) or --resume CAMPAIGN_ID, not both")
+                fail("give either SPEC (a new campaign) or --resume CAMPAIGN_ID, not both")
             if history is not None:
-                _fail("--history seeds a new campaign; import it when you start one, not on --resume")
+                fail("--history seeds a new campaign; import it when you start one, not on --resume")
             if control_share is not None:
-                _fail("--control-share applies to a new campaign; a resumed one keeps the share it started with")
+                fail("--control-share applies to a new campaign; a resumed one keeps the share it started with")
             # resume_policy: a new lab budget is applied and recorded; another seed, planner, lab or model is refused
             campaign = Campaign.resume(resume, db=db, lab_budget=lab_budget, seed=seed, planner=planner,
                                        lab_url=lab_url, model=model)
@@ -99,7 +84,7 @@ def run(
                 out.print(f"lab budget of {resume}: {campaign.spec.budget.lab_experiments} experiments")
         else:
             if spec is None:
-                _fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
+                fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
             parsed = load_spec(spec).with_overrides(seed=seed, lab_budget=lab_budget, lab_url=lab_url,
                                                     planner=planner, model=model, control_share=control_share)
             past = None
@@ -127,12 +112,12 @@ def run(
                 summary = _run_with_progress(campaign, max_steps=None, approval=answer, quiet=as_json)
                 question = campaign.pending_interrupt
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if question is not None:
         summary["status"] = "awaiting_approval"
         summary["approval"] = question
     if as_json:
-        _emit_json(summary)
+        emit_json(summary)
     else:
         _print_summary(summary)
     _exit_if_lab_failed(summary)
@@ -147,7 +132,7 @@ def _exit_if_lab_failed(summary: dict[str, Any]) -> None:
     from .nodes.decide import is_failure_stop
 
     if summary["status"] == "stopped" and is_failure_stop(summary.get("stop_reason")):
-        _fail(f"campaign {summary['campaign_id']} stopped on lab failures ({summary['stop_reason']})",
+        fail(f"campaign {summary['campaign_id']} stopped on lab failures ({summary['stop_reason']})",
               code=EXIT_LAB_FAILED)
 
 
@@ -198,10 +183,6 @@ def _run_with_progress(campaign, *, max_steps, approval, quiet: bool) -> dict[st
     return summary
 
 
-def _fmt(value: Any) -> str:
-    return "—" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
-
-
 def _print_summary(summary: dict[str, Any]) -> None:
     objective = summary["objective"]
     goal = (f"{objective['direction']} {objective['property']}" if objective["direction"] != "target"
@@ -211,7 +192,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
     for name, value in [
         ("status", f"{summary['status']} ({summary.get('stop_reason') or 'not stopped'})"),
         ("objective", goal),
-        ("best found", f"{_fmt(best.get('value'))} {objective['unit']}  {best.get('label', '')}  [{best.get('arm', '')}]"),
+        ("best found", f"{fmt(best.get('value'))} {objective['unit']}  {best.get('label', '')}  [{best.get('arm', '')}]"),
         ("lab experiments", f"{summary['n_lab']} of {summary['lab_budget']} ({summary['n_lab_failed']} failed)"
                             + (f", after {summary['n_imported']} imported past results" if summary.get("n_imported") else "")),
         ("hits", str(summary["n_hits"])),
@@ -226,7 +207,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         arms.add_column(column)
     for arm, entry in summary["arms"].items():
         role = " (main)" if arm == summary["main_arm"] else " (control)" if arm == summary["control_arm"] else ""
-        arms.add_row(arm + role, str(entry["n_lab"]), _fmt(entry["best_value"]), _fmt(entry["experiments_to_best"]))
+        arms.add_row(arm + role, str(entry["n_lab"]), fmt(entry["best_value"]), fmt(entry["experiments_to_best"]))
     out.print(arms)
     if "main_beats_control" in summary:
         out.print(_comparison_sentence(summary))
@@ -248,7 +229,7 @@ def _comparison_sentence(summary: dict[str, Any]) -> str:
         return f"after {reached[arm]}" if reached[arm] <= n else f"not in {n}"
 
     return (f"{verdict}: on {n} results each, paired by dispatch, it reached the best level either arm reached "
-            f"(utility {_fmt(summary['best_level'])}) {after(summary['main_arm'])} experiments, the control "
+            f"(utility {fmt(summary['best_level'])}) {after(summary['main_arm'])} experiments, the control "
             f"{after(summary['control_arm'])}; acceleration {summary['acceleration']:.2f}×.")
 
 
@@ -266,9 +247,9 @@ def worker(
     try:
         report = run_worker(db, worker_id=worker_id, campaign_ids=campaign or None, turn_steps=turn_steps)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
-        _emit_json(report.as_dict())
+        emit_json(report.as_dict())
     else:
         out.print(f"worker {report.worker_id}: {report.n_turns} turns, {report.n_steps} steps; finished "
                   f"{report.campaigns_finished or 'none'}; waiting for a human: {report.campaigns_waiting or 'none'}")
@@ -300,11 +281,11 @@ def dashboard(
     from .dashboard import serve
 
     if "://" not in db and not Path(db).exists():
-        _fail(f"no ledger database at {db}; run a campaign first or pass --db PATH")
+        fail(f"no ledger database at {db}; run a campaign first or pass --db PATH")
     try:
         serve(db, host=host, port=port, token=token or None)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 # --------------------------------------------------------------------------------------------------- lab
@@ -336,7 +317,7 @@ def lab_serve(
     for item in param:
         key, sep, value = item.partition("=")
         if not sep:
-            _fail(f"--param {item!r} must look like KEY=VALUE, e.g. --param noise_sd=0.1")
+            fail(f"--param {item!r} must look like KEY=VALUE, e.g. --param noise_sd=0.1")
         try:
             params[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -346,13 +327,13 @@ def lab_serve(
             params = {**_simlab_params_for(spec), **params}
         lab_driver = build_driver(driver, params)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:  # serve refuses a non-loopback host without a token before it binds anything
         serve(lab_driver, host=host, port=port, token=os.environ.get(TOKEN_ENV) or None, journal_path=journal,
               seconds_per_sim_hour=seconds_per_sim_hour, log_level="warning", ssl_certfile=ssl_certfile,
               ssl_keyfile=ssl_keyfile)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _simlab_params_for(spec_path: Path) -> dict[str, Any]:
@@ -391,7 +372,7 @@ def env_serve(
     try:
         web_app = build_app(spec, n_offer=n_offer, max_concurrent_envs=max_sessions)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     uvicorn.run(web_app, host="127.0.0.1", port=port, log_level="warning")
 
 
@@ -412,17 +393,17 @@ def simulate(
     from .domain import InvalidCandidate, parse_candidate
 
     if kind not in {"molecule", "material"}:
-        _fail(f"--kind {kind!r} is not supported here; use 'molecule' or 'material'")
+        fail(f"--kind {kind!r} is not supported here; use 'molecule' or 'material'")
     candidates = []
     for text in inputs:
         try:
             candidates.append(parse_candidate(kind, text))
         except InvalidCandidate as exc:
-            _fail(f"input {text!r}: {exc}")
+            fail(f"input {text!r}: {exc}")
     try:
         rungs = [load_simulator(name) for name in ladder_rungs(kind, ladder)]
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     rows = []
     for rung in rungs:
         for text, candidate in zip(inputs, candidates, strict=True):
@@ -434,7 +415,7 @@ def simulate(
                          "wall_s": time.perf_counter() - start})
     rows.sort(key=lambda r: (inputs.index(r["input"]), r["fidelity"]))
     if as_json:
-        _emit_json(rows)
+        emit_json(rows)
         return
     table = Table(title=f"{kind} ladder: {' → '.join(r.name for r in rungs)}")
     for column in ("input", "rung", "status", "seconds", "properties"):
@@ -453,56 +434,18 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="print the events as a JSON list")] = False,
 ) -> None:
     """Print a campaign's event timeline."""
-    ledger = _ledger_with(db, campaign_id)
+    ledger = ledger_with(db, campaign_id)
     events = ledger.events(campaign_id)
     if as_json:
-        _emit_json([{"seq": e.seq, "type": e.type, "schema_version": e.schema_version, "actor": e.actor,
+        emit_json([{"seq": e.seq, "type": e.type, "schema_version": e.schema_version, "actor": e.actor,
                      "at": e.at.isoformat(), "payload": e.payload} for e in events])
         return
     table = Table(title=f"{campaign_id}: {len(events)} events")
     for column in ("seq", "type", "actor", "what"):
         table.add_column(column)
     for e in events:
-        table.add_row(str(e.seq), e.type, e.actor, _describe_event(e.type, e.payload))
+        table.add_row(str(e.seq), e.type, e.actor, describe_event(e.type, e.payload))
     out.print(table)
-
-
-def _describe_event(kind: str, p: dict[str, Any]) -> str:
-    it = f"it{p['iteration']} " if "iteration" in p else ""
-    match kind:
-        case "Proposed":
-            return f"{it}{p['arm']} → {p['candidate_id']}"
-        case "Rejected":
-            return f"{it}{p['stage']}: {p['reason']}"
-        case "Simulated":
-            obs = p["observation"]
-            shown = ", ".join(f"{k}={v:.3g}" for k, v in list(obs["properties"].items())[:4])
-            return f"{it}{p['rung']} {p['candidate_id']}: {obs['status']} {shown}"
-        case "Promoted":
-            return f"{it}{p['candidate_id']} {p['from_rung']}→{p['to_rung']}: {p['decision']}"
-        case "Screened":
-            steps = p["steps"]
-            n_run = sum(s["kind"] == "simulated" for s in steps)
-            to_lab = [s["candidate_id"] for s in steps if s["kind"] == "promoted" and s["to_rung"] == "lab"
-                      and s["decision"] == "promote"]
-            return (f"{it}{n_run} rung result(s), {len(steps) - n_run} decision(s); "
-                    f"to the lab: {', '.join(to_lab) or '—'}")
-        case "Dispatched":
-            return f"{it}{p['job_key']} at {p['sim_time_s'] / 3600:.1f} h"
-        case "Observed":
-            return f"{it}{p['candidate_id']} = {_fmt(p['value'])} ({p['status']}) at {p['sim_time_s'] / 3600:.1f} h"
-        case "Scored":
-            return f"{it}{p['stage']} {p['criterion_id']} = {p['value']:+.2f}"
-        case "SurrogateUpdated":
-            return f"{it}{p['model']} on {p['n_train']} results, incumbent {_fmt(p['incumbent'])}"
-        case "ArmsCompared":
-            paired = f" over {p['paired_experiments']} pairs" if p.get("paired_experiments") is not None else ""
-            return (f"{it}{p['main']} vs {p['control']}: best {_fmt(p['best_utility'].get(p['main']))} vs "
-                    f"{_fmt(p['best_utility'].get(p['control']))}, acceleration {_fmt(p['acceleration'])}{paired}")
-        case "CampaignStopped":
-            return f"{p['reason']}; best {p['best_candidate_id']} = {_fmt(p['best_value'])}"
-        case _:
-            return it + ", ".join(f"{k}={v}" for k, v in p.items() if k not in {"spec", "iteration"})[:100]
 
 
 @app.command("ls")
@@ -511,37 +454,18 @@ def list_campaigns(
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list")] = False,
 ) -> None:
     """List the campaigns in a ledger database."""
-    ledger = _open_existing(db)
+    ledger = open_existing(db)
     rows = [{"campaign_id": c.id, "name": c.name, "status": c.status, "n_lab": c.n_lab, "best_value": c.best_value,
              "stop_reason": c.stop_reason} for c in ledger.campaigns()]
     if as_json:
-        _emit_json(rows)
+        emit_json(rows)
         return
     table = Table(title=f"campaigns in {db}")
     for column in ("campaign_id", "name", "status", "n_lab", "best_value"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row["campaign_id"], row["name"], row["status"], str(row["n_lab"]), _fmt(row["best_value"]))
+        table.add_row(row["campaign_id"], row["name"], row["status"], str(row["n_lab"]), fmt(row["best_value"]))
     out.print(table)
-
-
-def _ledger_with(db: str, campaign_id: str):
-    """The ledger at ``db``, which must hold ``campaign_id``."""
-    ledger = _open_existing(db)
-    if not ledger.n_events(campaign_id):
-        _fail(f"campaign {campaign_id!r} has no events in {db}; campaigns there: {ledger.campaign_ids_with_events()}")
-    return ledger
-
-
-def _open_existing(db: str):
-    from .ledger import Ledger, LedgerError
-
-    if "://" not in db and db != ":memory:" and not Path(db).exists():
-        _fail(f"no ledger database at {db}; run a campaign first or pass --db PATH")
-    try:
-        return Ledger.open(db)
-    except LedgerError as exc:
-        _fail(str(exc))
 
 
 # --------------------------------------------------------------------------------------------------- ledger
@@ -556,11 +480,11 @@ def ledger_verify(
     that nothing was rewritten."""
     from .ledger import verify
 
-    ledger = _ledger_with(db, campaign_id) if campaign_id else _open_existing(db)
+    ledger = ledger_with(db, campaign_id) if campaign_id else open_existing(db)
     ids = [campaign_id] if campaign_id else ledger.campaign_ids_with_events()
     reports = [verify(ledger, cid) for cid in ids]
     if as_json:
-        _emit_json([{"campaign_id": r.campaign_id, "identical": r.is_identical, "n_events": r.n_events,
+        emit_json([{"campaign_id": r.campaign_id, "identical": r.is_identical, "n_events": r.n_events,
                      "head_hash": r.head_hash, "chain_break": r.chain_break, "notes": r.notes,
                      "differences": r.differences} for r in reports])
     else:
@@ -585,7 +509,7 @@ def ledger_export(
     """Write a campaign's events as JSONL, one schema-versioned event per line."""
     from .ledger import export_jsonl
 
-    n = export_jsonl(_ledger_with(db, campaign_id), campaign_id, out_path)
+    n = export_jsonl(ledger_with(db, campaign_id), campaign_id, out_path)
     out.print(f"{campaign_id}: {n} events written to {out_path}")
 
 
@@ -602,11 +526,11 @@ def ledger_import(
     from .ledger import Ledger, LedgerError, LedgerImportError, import_jsonl
 
     if not path.is_file():
-        _fail(f"no file {path}; give the JSONL written by `closedloop ledger export`")
+        fail(f"no file {path}; give the JSONL written by `closedloop ledger export`")
     try:
         report = import_jsonl(path, Ledger.open(db), unverified=unverified)
     except (LedgerImportError, LedgerError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     how = "hash chain verified" if report.is_verified else "[yellow]unverified[/] (no hash chain in the file)"
     out.print(f"{report.campaign_id}: {report.n_added} events added, {report.n_present} already present; {how}")
 
@@ -620,7 +544,7 @@ def report(
     """Write an HTML report with plots: best so far, the ladder funnel, the lab Gantt, rewards over steps."""
     from .report import write_report
 
-    index = write_report(_ledger_with(db, campaign_id), campaign_id, out_dir)
+    index = write_report(ledger_with(db, campaign_id), campaign_id, out_dir)
     out.print(f"report written to {index}")
 
 
@@ -639,14 +563,14 @@ def replay(
     with --planner/--rubric/--model a what-if replay on the recorded history, compared side by side."""
     from .ledger import verify
 
-    ledger = _ledger_with(db, campaign_id)
+    ledger = ledger_with(db, campaign_id)
     if planner is not None or rubric is not None or model is not None:
         _what_if(ledger, campaign_id, planner=planner, rubric=rubric, model=model, out_db=out_db,
                  recorded_lab=recorded_lab, as_json=as_json)
         return
     report = verify(ledger, campaign_id)
     if as_json:
-        _emit_json({"identical": report.is_identical, "n_events": report.n_events, "differences": report.differences})
+        emit_json({"identical": report.is_identical, "n_events": report.n_events, "differences": report.differences})
     else:
         verdict = "[green]identical[/]" if report.is_identical else f"[red]{len(report.differences)} difference(s)[/]"
         out.print(f"{campaign_id}: replayed {report.n_events} events into a fresh database: {verdict}")
@@ -661,9 +585,9 @@ def _what_if(ledger, campaign_id: str, *, planner, rubric, model, out_db, record
         result = what_if(ledger, campaign_id, planner=planner, rubric=rubric, model=model, out_db=out_db,
                          recorded_lab=recorded_lab)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
-        _emit_json(result)
+        emit_json(result)
         return
     table = Table(title=f"what-if replay of {campaign_id}")
     for column in ("", "original", "what-if"):
@@ -681,7 +605,7 @@ def _what_if(ledger, campaign_id: str, *, planner, rubric, model, out_db, record
          result["experiments_to_original_best"]["what_if"]),
     ]
     for name, a, b in rows:
-        table.add_row(name, _fmt(a), _fmt(b))
+        table.add_row(name, fmt(a), fmt(b))
     out.print(table)
     differ = result["proposals"]["differ_by_iteration"]
     out.print(f"lab: {result['lab']}; {result['proposals']['n_common']} proposals in common; "
@@ -691,20 +615,16 @@ def _what_if(ledger, campaign_id: str, *, planner, rubric, model, out_db, record
     out.print(f"what-if ledger: {result['what_if_db']} (campaign {result['what_if_campaign_id']})")
 
 
-# Sub-commands that live in their own modules (they import this one for its options and helpers). Run as
-# `python -m orchestrator.cli`, this file is __main__: the package module registers them, and __main__ defers to it.
-if __name__ != "__main__":
-    from .cli_bench import bench  # noqa: E402
+# Sub-commands that live in their own modules (they share cli_common's options and helpers, never this module's).
+from .cli_bench import bench  # noqa: E402
+from .cli_rewards import export_command, rewards_app  # noqa: E402
 
-    app.command("bench")(bench)
-
-    from .cli_rewards import export_command, rewards_app  # noqa: E402
-
-    app.add_typer(rewards_app, name="rewards")
-    app.command("export")(export_command)
+app.command("bench")(bench)
+app.add_typer(rewards_app, name="rewards")
+app.command("export")(export_command)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from orchestrator.cli_main import main
+    from .cli_common import run_app
 
-    main()  # the console script's entry point: an escaped closedloop error is one line, not a traceback
+    run_app(app)  # as the console script does: an escaped closedloop error is one line, not a traceback

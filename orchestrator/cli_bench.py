@@ -7,20 +7,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from .cli_common import console, fail, out
 
 __all__ = ["bench"]
 
-_console = Console(stderr=True)
 _FLAGS = {"spec": "--spec", "pool": "--pool", "id_cols": "--id-cols", "objective": "--objective", "rungs": "--rung",
           "feature_cols": "--feature-cols", "lab_budget": "--lab-budget", "seeds": "--seeds", "arms": "--arms",
           "batch": "--batch", "lab_cost_s": "--lab-cost-s", "workers": "--workers", "first_seed": "--first-seed"}
-
-
-def _fail(message: str) -> None:
-    _console.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(2)
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -36,7 +31,7 @@ def _config(**values):
         values["rungs"] = tuple(parse_rung(r) for r in values["rungs"])
         return BenchConfig(**values)
     except BenchError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
@@ -46,7 +41,7 @@ def _config(**values):
                 continue
             field = str(error["loc"][0])
             problems.append(f"{_FLAGS.get(field, '--' + field.replace('_', '-'))}: {message}")
-        _fail("; ".join(problems))
+        fail("; ".join(problems))
 
 
 def bench(
@@ -85,12 +80,12 @@ def bench(
     try:
         report = run_bench(config)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     _print_table(report)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, indent=2) + "\n")
-        _console.print(f"report written to {json_out}", highlight=False)
+        console.print(f"report written to {json_out}", highlight=False)
 
 
 def _print_table(report: dict) -> None:
@@ -105,4 +100,4 @@ def _print_table(report: dict) -> None:
         af = report["af_vs_random"].get(arm)
         table.add_row(arm, cell("experiments_to_top1"), cell("experiments_to_top5"), cell("best_at_budget"),
                       "" if af is None else f"{af:.2f}", f"{s['total_cost_s']:.3g}", f"{s['wall_s']:.2f}")
-    Console().print(table)
+    out.print(table)

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .cli import DbOption, _emit_json, _fail, _ledger_with, out
+from .cli_common import DbOption, emit_json, fail, ledger_with, out
 from .domain import ClosedLoopError
 
 __all__ = ["export_command", "rewards_app"]
@@ -27,7 +27,7 @@ def _load_rubric(ref: str):
     try:
         return load_rubric(ref)
     except RewardError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @rewards_app.command("recompute")
@@ -50,14 +50,14 @@ def recompute(
     from .spec import validate_spec
 
     loaded = _load_rubric(rubric)
-    ledger = _ledger_with(db, campaign_id)
+    ledger = ledger_with(db, campaign_id)
     events = ledger.events(campaign_id)
     spec = validate_spec(next(e for e in events if e.type == "CampaignStarted").payload["spec"],
                          source=f"{campaign_id} (from the ledger)")
     try:
         recomputed = recompute_rewards(events, spec, loaded)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     stored = stored_rewards(events)
     rows = []
     for tid, r in recomputed.items():
@@ -73,7 +73,7 @@ def recompute(
         ledger.append_many(campaign_id, items, actor=f"recompute:rubric:{loaded.id}@{loaded.version}")
         n_recorded = len(items)
     if as_json:
-        _emit_json({"campaign_id": campaign_id, "rubric": {"id": loaded.id, "version": loaded.version,
+        emit_json({"campaign_id": campaign_id, "rubric": {"id": loaded.id, "version": loaded.version,
                                                            "hash": loaded.content_hash},
                     "n_trajectories": len(rows), "n_changed": n_changed, "n_recorded": n_recorded,
                     "trajectories": rows})
@@ -108,9 +108,9 @@ def redteam(
     try:
         report = run_redteam(rubric, lab_experiments=lab_budget, n_seeds=seeds, seed=seed, workdir=workdir)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
-        _emit_json(report.as_json())
+        emit_json(report.as_json())
     else:
         table = Table(title=f"red team against {report.rubric_id}@{report.rubric_version}, seeds "
                             f"{report.seeds[0]}..{report.seeds[-1]}, {report.lab_experiments} lab experiments each")
@@ -139,9 +139,9 @@ def export_command(
     from .exports import FORMATS, export_campaign
 
     if fmt not in FORMATS:
-        _fail(f"--format {fmt!r} is unknown; use one of {', '.join(sorted(FORMATS))}")
+        fail(f"--format {fmt!r} is unknown; use one of {', '.join(sorted(FORMATS))}")
     try:
-        paths = export_campaign(_ledger_with(db, campaign_id), campaign_id, fmt, out_dir)
+        paths = export_campaign(ledger_with(db, campaign_id), campaign_id, fmt, out_dir)
     except ClosedLoopError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     out.print(f"{campaign_id}: {fmt} export written to " + ", ".join(str(p) for p in paths))

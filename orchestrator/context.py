@@ -11,12 +11,13 @@ from typing import Any
 
 from .aio import LoopThread
 from .domain import SetupError
+from .lab_clock import replay_lab
 from .ledger import Ledger
 from .planners import Planner, make_planner
 from .pool import Pool, load_pool
 from .spec import CampaignSpec, RungSpec
 
-__all__ = ["CampaignContext", "Rung", "build_context", "lab_now", "lab_time_s", "replay_lab"]
+__all__ = ["CampaignContext", "Rung", "build_context"]
 
 
 @dataclass
@@ -64,57 +65,6 @@ class CampaignContext:
         self.loop.close()
 
 
-def lab_time_s(ledger: Ledger, campaign_id: str) -> float:
-    """Lab time the campaign has used: from its first dispatch to its latest dispatch or result, seconds.
-
-    (A remote lab's clock did not start with the campaign, so the first dispatch is the origin.)
-    """
-    jobs = ledger.lab_jobs(campaign_id)
-    if not jobs:
-        return 0.0
-    starts = [j.submitted_s for j in jobs]
-    ends = [j.completed_s for j in jobs if j.completed_s is not None]
-    return max(starts + ends) - min(starts)
-
-
-def lab_now(ctx: CampaignContext) -> float:
-    """The lab clock in seconds since the campaign started: simulated for a simulated lab, wall time otherwise."""
-    if hasattr(ctx.driver, "now"):
-        return float(ctx.driver.now)
-    import datetime as _dt
-
-    started = ctx.ledger.events(ctx.campaign_id, types=["CampaignStarted"])[0].at
-    if started.tzinfo is None:
-        started = started.replace(tzinfo=_dt.UTC)
-    return (_dt.datetime.now(_dt.UTC) - started).total_seconds()
-
-
-def replay_lab(ctx: CampaignContext) -> None:
-    """Bring a freshly built simulated lab to the state the ledger records, by replaying its interactions.
-
-    The simulated lab is deterministic, so submitting the same jobs at the same lab times and waiting in the same
-    rounds reproduces every queue, every station and the clock exactly. Real labs keep their own state.
-    """
-    driver = ctx.driver
-    if not hasattr(driver, "run_until"):
-        return
-    from .jobs import make_job
-    from .nodes.observe import wait_for_jobs
-
-    open_handles: dict[str, object] = {}
-    last_round = None
-    for event in ctx.ledger.events(ctx.campaign_id, types=["Dispatched", "Observed"]):
-        p = event.payload
-        if event.type == "Dispatched":
-            driver.run_until(p["sim_time_s"])
-            open_handles[p["job_key"]] = ctx.loop.run(driver.submit(make_job(ctx, p["job_key"])))
-        elif p["provenance"] == "lab":
-            if p["observe_iteration"] != last_round:
-                wait_for_jobs(ctx, list(open_handles.values()))
-                last_round = p["observe_iteration"]
-            open_handles.pop(p["job_key"], None)
-
-
 def _build_rungs(spec: CampaignSpec, pool: Pool) -> list[Rung]:
     from simulators import TableSimulator, load_simulator
 
@@ -160,6 +110,10 @@ def _build_driver(spec: CampaignSpec, pool: Pool):
                               else TableOracle(pool.column(column), property=spec.objective.property))
         params.setdefault("noise_sd", spec.lab.noise_sd)
         params.setdefault("seed", spec.campaign.seed)
+    if spec.lab.driver == "recorded":
+        from .recorded_lab import resolve_recorded_lab
+
+        params = resolve_recorded_lab(params)
     return load_driver(spec.lab.driver, **params)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .context import CampaignContext
-from .events import EventPayload, FailureHandled, parse_payload
+from .events import EVENT_TYPES, EventPayload, FailureHandled
 
 __all__ = ["LabHistory", "iteration_payloads", "lab_history", "pending_retries"]
 
@@ -80,7 +80,20 @@ def _lab_history(ctx: CampaignContext) -> LabHistory:
 
 
 def pending_retries(ctx: CampaignContext) -> list[FailureHandled]:
-    """Retries decided but not yet dispatched, oldest first."""
+    """Retries decided but not yet dispatched, oldest first (worked out again only when the campaign has new events
+    since the last call)."""
+    head = ctx.ledger.head_seq(ctx.campaign_id)
+    resources = getattr(ctx, "resources", None)
+    cached = resources.get("pending_retries") if resources is not None else None
+    if cached is not None and cached[0] == head:
+        return list(cached[1])
+    retries = _pending_retries(ctx)
+    if resources is not None:
+        resources["pending_retries"] = (head, tuple(retries))
+    return retries
+
+
+def _pending_retries(ctx: CampaignContext) -> list[FailureHandled]:
     dispatched = {j.job_key for j in ctx.ledger.lab_jobs(ctx.campaign_id)}
     handled = [e.typed() for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])]
     withdrawn = {h.job_key for h in handled if h.action != "retry"}
@@ -90,6 +103,10 @@ def pending_retries(ctx: CampaignContext) -> list[FailureHandled]:
 
 
 def iteration_payloads(ctx: CampaignContext, event_type: str, iteration: int) -> list[EventPayload]:
-    """Typed payloads of one type written in one iteration, in seq order."""
-    events = ctx.ledger.iteration_events(ctx.campaign_id, event_type, iteration)
-    return [parse_payload(e.type, e.payload) for e in events]
+    """Typed payloads of one type written in one iteration, in seq order.
+
+    Built without validating again: every payload was validated when it was appended, and payloads carry no
+    validators that change what they hold. Treat them as read-only.
+    """
+    cls = EVENT_TYPES[event_type]
+    return [cls.model_construct(**e.payload) for e in ctx.ledger.iteration_events(ctx.campaign_id, event_type, iteration)]

@@ -6,10 +6,10 @@ Leases use the databases' own locks, not a lock table of ours, so a process that
 - PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock(hashtextextended(campaign_id, 1))``) held on a
   dedicated connection; the server drops it with the connection. The holder's pid, host and start time are written
   into that connection's ``application_name``, where another process finds them through ``pg_locks``.
-- SQLite: an exclusive ``flock`` on a lock file beside the database (``<db>.lease.<campaign>.<crc32>``), which the OS
-  drops with the process. The holder writes its host, pid and start time into the file and empties it on release,
-  so a file that still names someone when its lock is free was left by a process that died: the next holder takes
-  it over and logs so.
+- SQLite: an OS file lock (filelock: ``flock`` on Unix, a byte-range lock on Windows) on a lock file beside the
+  database (``<db>.lease.<campaign>.<crc32>``), which the OS drops with the process. The holder writes its host, pid
+  and start time into ``<lock file>.holder`` and empties it on release, so a holder file that still names someone
+  when the lock is free was left by a process that died: the next holder takes it over and logs so.
 
 Example:
     >>> import tempfile, pathlib
@@ -120,7 +120,7 @@ class CampaignLease:
             return True
         if self.ledger.is_postgres:
             return self._try_advisory_lock()
-        return self._try_flock()
+        return self._try_file_lock()
 
     def holder(self) -> LeaseHolder | None:
         """Who holds the lease now (None if nobody does, or the holder has not written its name yet)."""
@@ -128,7 +128,7 @@ class CampaignLease:
             with self.ledger.engine.connect() as connection:
                 names = connection.execute(_PG_HOLDER_QUERY, {"cid": self.campaign_id}).scalars().all()
             return next((h for h in map(LeaseHolder.from_app_name, names) if h is not None), None)
-        return _read_holder(self.lock_path())
+        return _read_holder(self.holder_path())
 
     def check(self) -> None:
         """Raise ``LeaseLost`` unless the lease is still held (PostgreSQL: its connection still answers)."""
@@ -153,13 +153,9 @@ class CampaignLease:
             self._connection.close()
             self._connection = None
         if self._file is not None:
-            import fcntl
-
             with contextlib.suppress(OSError):
-                self._file.truncate(0)  # a clean release leaves no holder behind
-                self._file.flush()
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
+                self.holder_path().write_text("")  # a clean release leaves no holder behind
+            self._file.release()
             self._file = None
 
     def lock_path(self) -> Path:
@@ -190,24 +186,26 @@ class CampaignLease:
         self._connection = connection
         return True
 
-    def _try_flock(self) -> bool:
-        import fcntl
+    def holder_path(self) -> Path:
+        """The file beside the lock file where a SQLite lease's holder writes who it is (host, pid, since)."""
+        lock = self.lock_path()
+        return lock.with_name(lock.name + ".holder")
 
-        handle = open(self.lock_path(), "a+")  # noqa: SIM115 - held open for the lease's lifetime
+    def _try_file_lock(self) -> bool:
+        from filelock import FileLock, Timeout
+
+        # the OS lock only (flock, or a byte-range lock on Windows): a soft lock would outlive a killed holder
+        lock = FileLock(self.lock_path(), timeout=0, thread_local=False, fallback_to_soft=False)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
+            lock.acquire()
+        except Timeout:
             return False
-        previous = _read_holder(self.lock_path())
+        previous = _read_holder(self.holder_path())
         if previous is not None:
             log.warning("campaign %r: taking over the lease left by %s (that process is gone without releasing it)",
                         self.campaign_id, previous.describe())
-        handle.seek(0)
-        handle.truncate(0)
-        handle.write(json.dumps(LeaseHolder.this_process().__dict__))
-        handle.flush()
-        self._file = handle
+        self.holder_path().write_text(json.dumps(LeaseHolder.this_process().__dict__))
+        self._file = lock
         return True
 
     def __enter__(self) -> CampaignLease:

@@ -186,7 +186,7 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
     ) -> dict[str, Any]:
         """A campaign's ledger events in order (what `closedloop show` prints): seq, type, actor, time, a one-line
         description and the payload. Page with after_seq = the returned last_seq."""
-        from .cli import _describe_event
+        from .event_text import describe_event
 
         known(campaign_id)
         events = (ledger.read_events(campaign_id, types, after_seq=after_seq) if types
@@ -194,7 +194,7 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
         rows = []
         for e in events:
             row = {"seq": e.seq, "type": e.type, "actor": e.actor, "at": e.at.isoformat(),
-                   "what": _describe_event(e.type, e.payload)}
+                   "what": describe_event(e.type, e.payload)}
             if include_payload:
                 row["payload"] = e.payload
             rows.append(row)

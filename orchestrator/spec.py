@@ -272,7 +272,7 @@ class PlannerSpec(_Spec):
     @field_validator("main", "control")
     @classmethod
     def _known_arm(cls, name: str | None, info: ValidationInfo) -> str | None:
-        from .planners import planner_names
+        from .planners.registry import planner_names
 
         if name is not None and name not in planner_names():
             raise ValueError(f"planner arm {name!r} is unknown; available arms: {list(planner_names())} "

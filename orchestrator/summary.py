@@ -7,8 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .context import lab_time_s
 from .events import Observed, RungSurveyed, Screened, Simulated, batch_records
+from .lab_clock import lab_time_s
 from .ledger import Ledger
 from .planner_stats import planner_stats
 from .resume_policy import recorded_spec

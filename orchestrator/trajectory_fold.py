@@ -117,7 +117,8 @@ class TrajectoryFold:
         self._by_arm_candidate: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
         self._job_owner: dict[str, Trajectory] = {}
         self._proposed: dict[int, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-        self._slots: list[tuple[int, dict[str, int]]] = []
+        self._slots: dict[int, dict[str, int]] = {}
+        """iteration -> lab slots offered per arm (one ``SlotsOffered`` per iteration)."""
         self._n_dispatched = 0
         self._best: float | None = None
         self._results: list[tuple[str, float]] = []
@@ -127,6 +128,8 @@ class TrajectoryFold:
         """Judge replies already in the ledger, by call key."""
         self.bar: SuccessBar | None = None
         """The success bar ``CampaignStarted`` recorded; None for ledgers from before it was recorded."""
+        self._n_outlook_changes = 0  # bumped by every event that changes what ``outlook`` reads
+        self._outlook: tuple[int, Outlook] | None = None
 
     @classmethod
     def as_of(cls, spec: CampaignSpec, events: Iterable[Event], iteration: int) -> TrajectoryFold:
@@ -147,6 +150,7 @@ class TrajectoryFold:
     def _on_CampaignStarted(self, event: Event) -> None:
         recorded = event.payload.get("success_bar")
         self.bar = SuccessBar.model_validate(recorded) if recorded is not None else None
+        self._n_outlook_changes += 1
 
     def _on_Proposed(self, event: Event) -> None:
         p = event.payload
@@ -178,7 +182,10 @@ class TrajectoryFold:
             t.rungs[p["rung"]] = observation
         prop = self._proxy_of.get(p["rung"])
         if prop and observation["status"] == "ok" and prop in observation["properties"]:
-            self._proxy_values[p["rung"]].setdefault(p["candidate_id"], observation["properties"][prop])
+            values = self._proxy_values[p["rung"]]
+            if p["candidate_id"] not in values:  # the first evaluation wins
+                values[p["candidate_id"]] = observation["properties"][prop]
+                self._n_outlook_changes += 1
 
     def _on_Dispatched(self, event: Event) -> None:
         p = event.payload
@@ -197,6 +204,7 @@ class TrajectoryFold:
             u = self.spec.objective.utility(p["value"])
             self._best = u if self._best is None else max(self._best, u)
             self._results.append((p["candidate_id"], u))
+            self._n_outlook_changes += 1
         owner = self._job_owner.get(p["job_key"])
         if owner is not None and p["provenance"] == "lab":
             owner.results[p["job_key"]] = (p, best_before)
@@ -213,7 +221,12 @@ class TrajectoryFold:
         self._verdicts[(p["stage"], p["subject"])][p["criterion_id"]] = ScoreValue(value=p["value"], reason=p["reason"])
 
     def _on_SlotsOffered(self, event: Event) -> None:
-        self._slots.append((event.payload["iteration"], event.payload["slots"]))
+        self.offer_slots(event.payload["iteration"], event.payload["slots"])
+
+    def offer_slots(self, iteration: int, slots: dict[str, int]) -> None:
+        """The lab slots offered per arm at ``iteration``, as its ``SlotsOffered`` records them (the reward node
+        passes them before it appends the event; taking the same iteration's event again changes nothing)."""
+        self._slots[iteration] = slots
 
     def _on_LLMCall(self, event: Event) -> None:
         if event.payload["key"].startswith("judge:"):
@@ -243,7 +256,13 @@ class TrajectoryFold:
         return _latest_before(trajectory.rewards, iteration)
 
     def outlook(self) -> Outlook:
-        """The success bar, the base rate of lab success and every proxy rung's validity, as fed so far."""
+        """The success bar, the base rate of lab success and every proxy rung's validity, as fed so far (computed
+        again only after a lab result, a new proxy value or the bar has been fed; treat it as read-only)."""
+        if self._outlook is None or self._outlook[0] != self._n_outlook_changes:
+            self._outlook = (self._n_outlook_changes, self._compute_outlook())
+        return self._outlook[1]
+
+    def _compute_outlook(self) -> Outlook:
         from rewards.process import RungValidity, auroc, base_rate
 
         objective = self.spec.objective
@@ -319,7 +338,7 @@ class TrajectoryFold:
         from rewards import StepContext
 
         out = []
-        for i, slots in self._slots:
+        for i, slots in self._slots.items():
             if i > iteration:
                 continue
             proposed = self._proposed.get(i, {})
@@ -332,12 +351,12 @@ class TrajectoryFold:
                         continue
                     t = Trajectory(tid, arm, None, i, status="final")
                     if done is not None:
-                        t.rewards, t.scores, t.finalised_at = done.rewards, done.scores, done.finalised_at
+                        t.rewards, t.finalised_at = done.rewards, done.finalised_at
                     t.steps.append((StepContext(stage="plan", subject=arm, arm=arm, is_valid=True, n_slots=n_slots,
                                                 n_proposed=n_proposed), 0.0))
                     self._open[tid] = t
                     out.append(t)
-        self._slots = [(i, slots) for i, slots in self._slots if i >= iteration]
+        self._slots = {i: slots for i, slots in self._slots.items() if i >= iteration}
         return out
 
     def _build(self, t: Trajectory, look: Outlook) -> None:

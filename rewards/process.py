@@ -37,9 +37,10 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rewards.context import StepContext
@@ -114,12 +115,18 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
         >>> auroc([0.1, 0.4, 0.35, 0.8], [False, False, True, True])
         0.75
     """
-    positives = [s for s, y in zip(scores, labels, strict=True) if y]
-    negatives = [s for s, y in zip(scores, labels, strict=True) if not y]
-    if not positives or not negatives:
+    if len(scores) != len(labels):
+        raise ValueError(f"auroc needs one label per score, got {len(scores)} scores and {len(labels)} labels")
+    is_positive = np.asarray(labels, dtype=bool)
+    n_positive = int(is_positive.sum())
+    n_negative = is_positive.size - n_positive
+    if not n_positive or not n_negative:
         return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
-    return wins / (len(positives) * len(negatives))
+    # Mann-Whitney: the positives' rank sum, tied scores sharing their mean rank (so a tie counts half); O(N log N)
+    _, which, counts = np.unique(np.asarray(scores, dtype=float), return_inverse=True, return_counts=True)
+    mean_rank = np.cumsum(counts) - (counts - 1) / 2
+    rank_sum = float(mean_rank[which][is_positive].sum())
+    return (rank_sum - n_positive * (n_positive + 1) / 2) / (n_positive * n_negative)
 
 
 def base_rate(n_success: int, n_lab: int) -> float:
@@ -198,6 +205,7 @@ def score_trajectory(
     *,
     start_potential: float,
     status: RewardStatus,
+    score_step: Callable[[StepContext], list[CriterionScore]] | None = None,
 ) -> TrajectoryReward:
     """Score one trajectory.
 
@@ -205,18 +213,21 @@ def score_trajectory(
         steps: each step's context with the potential ``Φ`` after it (in [0, 1]), in order.
         start_potential: ``Φ`` before the first step (the base rate, in [0, 1]).
         status: ``final`` once nothing can change it (the lab answered, or the trajectory ended before the lab).
+        score_step: what scores one step's criteria, ``rubric.score`` by default; a caller that rescores the same
+            steps often passes a memo of it (scorers read only the step's context, so the scores are the same).
 
     Raises:
         ScoringError: a scorer failed (see ``Rubric.score``).
     """
     mu, alpha = rubric.reward.progress_weight, rubric.reward.outcome_weight
+    score_step = score_step or rubric.score
+    kinds = {c.id: c.scope for c in rubric.criteria}
     scored: list[StepReward] = []
     trajectory_scores: dict[str, CriterionScore] = {}
     outcome_scores: list[CriterionScore] = []
     before = start_potential
     for context, after in steps:
-        scores = rubric.score(context)
-        kinds = {c.id: c.scope for c in rubric.criteria}
+        scores = score_step(context)
         step_scores = [s for s in scores if kinds[s.criterion_id] == "step"]
         for s in scores:
             if kinds[s.criterion_id] == "trajectory":

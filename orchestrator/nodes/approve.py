@@ -6,6 +6,8 @@ job keys to approve. Retries of failed jobs are new lab runs, so they pass the g
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from langgraph.types import interrupt
 
 from ..context import CampaignContext
@@ -23,11 +25,14 @@ def approve(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     if not keys:
         return {"job_keys": []}
     policy = ctx.spec.approval
-    ctx.ledger.append(ctx.campaign_id, ApprovalRequested(iteration=iteration, job_keys=keys, policy=policy.policy),
-                      key=f"it{iteration}:approval-requested", actor="approval")
+    request = (ApprovalRequested(iteration=iteration, job_keys=keys, policy=policy.policy),
+               f"it{iteration}:approval-requested", "approval", datetime.now(UTC))
+    items: list[tuple] = []
     if policy.policy == "auto" and len(keys) <= policy.max_auto_jobs:
         approved, approved_by = keys, "policy:auto"
+        items.append(request)  # written with the approval, in one transaction
     else:
+        ctx.ledger.append_many(ctx.campaign_id, [request])  # on the record before the graph waits for a person
         answer = interrupt({
             "campaign_id": ctx.campaign_id,
             "iteration": iteration,
@@ -43,8 +48,8 @@ def approve(state: CampaignState, ctx: CampaignContext) -> CampaignState:
             approved = [k for k in keys if k in set(answer)]
         approved_by = "human"
     denied = [k for k in keys if k not in approved]
-    items = [(Approved(iteration=iteration, job_keys=approved, approved_by=approved_by, policy=policy.policy,
-                       denied_keys=denied), f"it{iteration}:approved")]
+    items.append((Approved(iteration=iteration, job_keys=approved, approved_by=approved_by, policy=policy.policy,
+                           denied_keys=denied), f"it{iteration}:approved"))
     items += _record_denials(ctx, iteration, denied, approved_by)
     ctx.ledger.append_many(ctx.campaign_id, items, actor=approved_by)
     return {"job_keys": approved}
@@ -52,6 +57,8 @@ def approve(state: CampaignState, ctx: CampaignContext) -> CampaignState:
 
 def _record_denials(ctx: CampaignContext, iteration: int, denied: list[str], approved_by: str) -> list:
     """A denied candidate is rejected for good; a denied retry ends that candidate's retries."""
+    if not denied:
+        return []
     # every retry ever decided (not only pending ones), so a re-run after the denial was recorded sees the same
     retries = {e.payload["retry_key"]: e.typed() for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])
                if e.payload["action"] == "retry"}

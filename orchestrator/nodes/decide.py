@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..context import CampaignContext, lab_now, lab_time_s
+from ..context import CampaignContext
+from ..lab_clock import lab_now, lab_time_s
 from ..events import CampaignStopped, FailureHandled, Observed
 from ..history import LabHistory, lab_history, pending_retries
 from ..jobs import parse_job_key

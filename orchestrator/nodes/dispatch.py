@@ -6,7 +6,8 @@ key, so a resumed node is safe. A retry waits on the lab clock until its back-of
 
 from __future__ import annotations
 
-from ..context import CampaignContext, lab_now
+from ..context import CampaignContext
+from ..lab_clock import lab_now, remember_handle
 from ..events import Dispatched, Proposed, Rejected
 from ..history import iteration_payloads, pending_retries
 from ..jobs import make_job, parse_job_key
@@ -50,6 +51,7 @@ def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         if key in not_before and hasattr(ctx.driver, "run_until"):
             ctx.driver.run_until(not_before[key])  # the back-off passes on the lab clock
         handle = ctx.loop.run(ctx.driver.submit(job))
+        remember_handle(ctx, handle)
         items.append((Dispatched(iteration=iteration, job_key=handle.job_key, candidate_id=candidate_id, arm=arm,
                                  driver=ctx.driver.name, sim_time_s=lab_now(ctx)), f"dispatched:{key}"))
     # The events follow the submits, in one transaction: after a crash in between, the resumed node resubmits (a

@@ -64,14 +64,10 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     comparison = _arms_compared(ctx, iteration, history)
     if comparison is not None:
         items.append((comparison, f"it{iteration}:arms-compared"))
+    items.append((SurrogateUpdated(iteration=iteration, model=model, n_train=len(history.results),
+                                   hyperparameters=hyperparameters, incumbent=best[3] if best else None),
+                  f"it{iteration}:surrogate"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="learner")
-    ctx.ledger.append(
-        ctx.campaign_id,
-        SurrogateUpdated(iteration=iteration, model=model, n_train=len(history.results), hyperparameters=hyperparameters,
-                         incumbent=best[3] if best else None),
-        key=f"it{iteration}:surrogate",
-        actor="learner",
-    )
     return {}
 
 

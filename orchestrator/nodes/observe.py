@@ -7,57 +7,60 @@ the next completion; a real lab is polled. A failed job is recorded as failed wi
 
 from __future__ import annotations
 
-import asyncio
 
-from ..context import CampaignContext, lab_now
+from ..context import CampaignContext
+from ..lab_clock import TERMINAL_STATES, known_handle, lab_now, remember_handle, wait_for_jobs
 from ..events import Observed
 from ..jobs import make_job
 from ..state import CampaignState
 
-__all__ = ["observe", "wait_for_jobs"]
+__all__ = ["observe"]
 
-_TERMINAL = {"done", "failed", "cancelled"}
-
-
-async def _poll(driver, handles, *, wait_all: bool, interval_s: float) -> None:
-    while True:
-        states = [await driver.status(h) for h in handles]
-        finished = [s in _TERMINAL for s in states]
-        if all(finished) or (not wait_all and any(finished)):
-            return
-        await asyncio.sleep(interval_s)
+async def _submit_all(driver, jobs) -> list:
+    return [await driver.submit(job) for job in jobs]
 
 
-def wait_for_jobs(ctx: CampaignContext, handles) -> None:
-    """Advance a simulated lab's clock, or poll a real driver, until one (or every) job has finished."""
-    if not handles:
-        return
-    wait_all = ctx.spec.lab.wait == "all"
-    if hasattr(ctx.driver, "run_until_complete"):
-        (ctx.driver.run_until_complete if wait_all else ctx.driver.run_until_any_complete)(handles)
-    else:
-        ctx.loop.run(_poll(ctx.driver, handles, wait_all=wait_all, interval_s=0.2))
+async def _finished(driver, handles) -> list[tuple[str, object]]:
+    """(status, result) of each job, in order: the result of a finished job, None for one still running or
+    cancelled. One trip to the driver's event loop for the whole round."""
+    out = []
+    for handle in handles:
+        status = await driver.status(handle)
+        is_answered = status in TERMINAL_STATES and status != "cancelled"
+        out.append((status, await driver.result(handle) if is_answered else None))
+    return out
+
+
+def _open_handles(ctx: CampaignContext, open_jobs) -> list:
+    """The handles of the open jobs: kept ones for a lab in this process, else resubmitted (after a restart the
+    driver may not know the jobs; resubmitting is idempotent on the key)."""
+    handles = [known_handle(ctx, j.job_key) for j in open_jobs]
+    missing = [i for i, handle in enumerate(handles) if handle is None]
+    if missing:
+        submitted = ctx.loop.run(_submit_all(ctx.driver, [make_job(ctx, open_jobs[i].job_key) for i in missing]))
+        for i, handle in zip(missing, submitted, strict=True):
+            handles[i] = handle
+            remember_handle(ctx, handle)
+    return handles
 
 
 def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
     open_jobs = sorted((j for j in ctx.ledger.lab_jobs(ctx.campaign_id) if j.status == "dispatched"),
                        key=lambda j: j.dispatched_seq)
-    # After a restart the driver may not know the jobs; resubmitting is idempotent on the key.
-    handles = [ctx.loop.run(ctx.driver.submit(make_job(ctx, j.job_key))) for j in open_jobs]
+    handles = _open_handles(ctx, open_jobs)
     last = ctx.ledger.last_event(ctx.campaign_id, Observed.type)  # results are appended in iteration order
     already = last is not None and last.payload.get("observe_iteration") == iteration
     if not already:  # a resumed round has waited already (the lab replay did it); waiting again would skip ahead
         wait_for_jobs(ctx, handles)
     items = []
-    for job, handle in zip(open_jobs, handles, strict=True):
-        status = ctx.loop.run(ctx.driver.status(handle))
-        if status not in _TERMINAL:
+    finished = ctx.loop.run(_finished(ctx.driver, handles)) if handles else []
+    for job, (status, result) in zip(open_jobs, finished, strict=True):
+        if status not in TERMINAL_STATES:
             continue
         if status == "cancelled":
             value, uncertainty, result_status, reason, at = None, None, "failed", "cancelled by the lab", lab_now(ctx)
         else:
-            result = ctx.loop.run(ctx.driver.result(handle))
             value, uncertainty, result_status, reason = result.value, result.uncertainty, result.status, result.reason
             at = float(result.completed_s)
         items.append((Observed(iteration=job.iteration, job_key=job.job_key, candidate_id=job.candidate_id,

@@ -19,9 +19,13 @@ __all__ = ["recover", "unhandled_failures"]
 
 def unhandled_failures(ctx: CampaignContext) -> list[Observed]:
     """Failed lab results that no ``FailureHandled`` event has answered yet, oldest first."""
+    failed_jobs = [j for j in ctx.ledger.lab_jobs(ctx.campaign_id) if j.status == "failed"]
+    if not failed_jobs:
+        return []
     handled = {e.payload["job_key"] for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])}
-    seqs = [j.observed_seq for j in ctx.ledger.lab_jobs(ctx.campaign_id)
-            if j.status == "failed" and j.job_key not in handled]
+    seqs = [j.observed_seq for j in failed_jobs if j.job_key not in handled]
+    if not seqs:
+        return []
     failed = [e.typed() for e in ctx.ledger.events_at(ctx.campaign_id, seqs)]
     return [f for f in failed if f.status == "failed" and f.provenance == "lab" and f.job_key not in handled]
 

@@ -6,6 +6,11 @@ whose iteration, or observe iteration, is at most it), so ``rewards recompute`` 
 The fold is incremental (``orchestrator.trajectory_fold``): each step reads only the events appended since the last
 one, and trajectories leave memory once final, so a long campaign's reward step does not grow with its ledger.
 
+A step's criterion scores are kept while its trajectory is open (``StepScoreMemo``): scorers read only the step's
+context, so a step whose context has not changed is not scored again; only the potentials and rewards, which follow the
+lab's outlook, are recomputed. The slots offered, the judge's calls and the records of an iteration go to the ledger in
+one transaction.
+
 Each iteration the node writes, for every trajectory not yet final whose reward or scores changed, one
 ``RewardEstimated`` (provisional) or ``RewardFinalised`` (final) record carrying each step's criterion scores,
 potentials, progress and reward (see ``rewards.process``). Ledgers from before scores moved into the records also
@@ -36,8 +41,9 @@ from ..spec import CampaignSpec
 from ..state import CampaignState
 from ..trajectory_fold import Outlook, Trajectory, TrajectoryFold, event_iteration
 
-__all__ = ["criterion_scores", "judge_call_records", "recompute_rewards", "recorded_judge_answers", "reward", "reward_records",
-           "scored_iterations", "step_summary", "stored_rewards", "superseding_records", "trajectory_rewards"]
+__all__ = ["StepScoreMemo", "criterion_scores", "judge_call_records", "recompute_rewards", "recorded_judge_answers", "reward",
+           "reward_records", "scored_iterations", "step_summary", "stored_rewards", "superseding_records",
+           "trajectory_rewards"]
 
 
 def _install_judge_loader() -> None:
@@ -52,13 +58,52 @@ def _install_judge_loader() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- scoring
-def trajectory_rewards(fold: TrajectoryFold, rubric, iteration: int) -> tuple[list[tuple[Trajectory, Any]], Outlook]:
-    """(trajectory, ``rewards.process.TrajectoryReward``) of every trajectory not final before ``iteration``."""
+class StepScoreMemo:
+    """The rubric's criterion scores of each step of the open trajectories, by (trajectory, stage, subject).
+
+    Scorers read only the step's context (``rewards.context.StepContext``), so a step whose context equals the one it
+    was scored with gets the same scores back without calling them (a judge's answer would come from the ledger
+    anyway). ``keep`` forgets the trajectories that were not scored again, so the memo follows the open trajectories.
+    """
+
+    def __init__(self, rubric):
+        self.rubric = rubric
+        self._scores: dict[tuple[str, str, str], tuple[Any, list]] = {}
+
+    def scorer(self, trajectory_id: str):
+        """``score_step`` for ``rewards.process.score_trajectory`` on one trajectory."""
+
+        def score(context) -> list:
+            key = (trajectory_id, context.stage, context.subject)
+            found = self._scores.get(key)
+            if found is not None and found[0] == context:
+                return found[1]
+            scores = self.rubric.score(context)
+            self._scores[key] = (context, scores)
+            return scores
+
+        return score
+
+    def keep(self, trajectory_ids: set[str]) -> None:
+        """Forget the steps of every trajectory not in ``trajectory_ids``."""
+        self._scores = {key: found for key, found in self._scores.items() if key[0] in trajectory_ids}
+
+
+def trajectory_rewards(fold: TrajectoryFold, rubric, iteration: int, *, memo: StepScoreMemo | None = None
+                       ) -> tuple[list[tuple[Trajectory, Any]], Outlook]:
+    """(trajectory, ``rewards.process.TrajectoryReward``) of every trajectory not final before ``iteration``.
+
+    With ``memo`` (of the same rubric), steps scored before with the same context are not scored again.
+    """
     from rewards.process import score_trajectory
 
     found, look = fold.trajectories(iteration)
-    return [(t, score_trajectory(rubric, t.id, t.arm, t.candidate_id, t.steps, start_potential=look.base_rate,
-                                 status=t.status)) for t in found], look
+    scored = [(t, score_trajectory(rubric, t.id, t.arm, t.candidate_id, t.steps, start_potential=look.base_rate,
+                                   status=t.status, score_step=memo.scorer(t.id) if memo is not None else None))
+              for t in found]
+    if memo is not None:
+        memo.keep({t.id for t in found})
+    return scored, look
 
 
 # --------------------------------------------------------------------------------------------- recording
@@ -99,10 +144,12 @@ def criterion_scores(events: list[Event]) -> list[dict[str, Any]]:
     return out
 
 
-def reward_records(fold: TrajectoryFold, rubric, iteration: int) -> list[tuple[Any, str]]:
+def reward_records(fold: TrajectoryFold, rubric, iteration: int, *, memo: StepScoreMemo | None = None
+                   ) -> list[tuple[Any, str]]:
     """The (payload, idempotency key) items the reward node appends at ``iteration``, given what ``fold`` was fed."""
-    scored, look = trajectory_rewards(fold, rubric, iteration)
-    meta = dict(rubric_id=rubric.id, rubric_version=rubric.version, rubric_hash=rubric.content_hash)
+    scored, look = trajectory_rewards(fold, rubric, iteration, memo=memo)
+    rubric_hash = rubric.content_hash
+    meta = dict(rubric_id=rubric.id, rubric_version=rubric.version, rubric_hash=rubric_hash)
     items: list[tuple[Any, str]] = []
     validities = [RungValidity(rung=rung, n_pairs=v.n_pairs, spearman=v.spearman, auroc=v.auroc, weight=v.weight,
                                measure=v.measure) for rung, v in look.validities.items()]
@@ -115,7 +162,7 @@ def reward_records(fold: TrajectoryFold, rubric, iteration: int) -> list[tuple[A
         cls = RewardEstimated if is_provisional else RewardFinalised
         steps = [step_summary(step) for step in r.steps]
         if old is not None and old.type == cls.type and old.payload["reward"] == r.reward \
-                and old.payload["steps"] == steps and old.payload["rubric_hash"] == rubric.content_hash:
+                and old.payload["steps"] == steps and old.payload["rubric_hash"] == rubric_hash:
             continue
         items.append((cls(iteration=iteration, subject=r.trajectory_id, reward=r.reward, components=r.components,
                           weights=r.weights, arm=r.arm, candidate_id=r.candidate_id,
@@ -129,20 +176,23 @@ def reward(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     rubric = ctx.rubric
     actor = f"rubric:{rubric.id}@{rubric.version}"
     slots = {arm: int(n) for arm, n in (state.get("slots") or {}).items() if n}
-    if slots:
-        ctx.ledger.append(ctx.campaign_id, SlotsOffered(iteration=iteration, slots=slots), key=f"it{iteration}:slots",
-                          actor=actor)
     _install_judge_loader()
     from rewards import judge
 
     fold = ctx.resources.get("trajectory_fold")
     if fold is None:  # first reward step of this process: fold the ledger so far once, then only what is new
         fold = ctx.resources["trajectory_fold"] = TrajectoryFold(ctx.spec)
+        ctx.resources["step_scores"] = StepScoreMemo(rubric)
     fold.feed(ctx.ledger.events(ctx.campaign_id, after_seq=fold.last_seq))
+    offered: list[tuple[Any, str]] = []
+    if slots:  # recorded below with the rewards; the fold takes it now (and again, harmlessly, when it reads it)
+        offered.append((SlotsOffered(iteration=iteration, slots=slots), f"it{iteration}:slots"))
+        fold.offer_slots(iteration, slots)
     with judge.recording(dict(fold.judge_answers)) as calls:
-        items = reward_records(fold, rubric, iteration)
-    # The judge's calls go first, in the same transaction: a resumed or replayed step is answered from them.
-    ctx.ledger.append_many(ctx.campaign_id, judge_call_records(calls, iteration) + items, actor=actor)
+        items = reward_records(fold, rubric, iteration, memo=ctx.resources["step_scores"])
+    # One transaction, in this order: the slots, the judge's calls (a resumed or replayed step is answered from
+    # them), then the records.
+    ctx.ledger.append_many(ctx.campaign_id, offered + judge_call_records(calls, iteration) + items, actor=actor)
     return {}
 
 
@@ -182,11 +232,12 @@ def recompute_rewards(events: list[Event], spec: CampaignSpec, rubric) -> dict[s
         if at < len(iterations):
             windows[iterations[at]].append(event)
     fold = TrajectoryFold(spec, keep_records=False)
+    memo = StepScoreMemo(rubric)
     out: dict[str, Any] = {}
     with judge.recording(recorded_judge_answers(events)):  # recorded judge calls are answered from the ledger
         for k in iterations:
             fold.feed(windows[k])
-            scored, _ = trajectory_rewards(fold, rubric, k)
+            scored, _ = trajectory_rewards(fold, rubric, k, memo=memo)
             for _, r in scored:
                 out[r.trajectory_id] = r
             fold.release_final([t for t, _ in scored])

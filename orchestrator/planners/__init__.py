@@ -10,16 +10,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from .base import Planner, PlanningContext
 from .bo import BOPlanner, campaign_surrogate_state, choose_kernel, fit_surrogate_state, surrogate_targets
 from .random_arm import RandomPlanner
+from .registry import PlannerFactory, make_planner, planner_names, register_planner
 
 __all__ = [
     "BOPlanner",
     "Planner",
+    "PlannerFactory",
     "PlanningContext",
     "RandomPlanner",
     "campaign_surrogate_state",
@@ -30,10 +29,6 @@ __all__ = [
     "register_planner",
     "surrogate_targets",
 ]
-
-PlannerFactory = Callable[[Any], Planner]
-"""Builds an arm from the campaign spec (or None): ``factory(spec) -> Planner``."""
-
 
 def _llm(spec, *, shuffled: bool = False) -> Planner:
     from .llm import LLMPlanner, ShuffledFeedbackLLMPlanner
@@ -67,7 +62,7 @@ def _botorch(spec) -> Planner:
     return BoTorchPlanner()
 
 
-_REGISTRY: dict[str, PlannerFactory] = {
+_BUILT_IN: dict[str, PlannerFactory] = {
     "llm": _llm,
     "llm-shuffled": _llm_shuffled,  # the llm arm shown the lab results shuffled among the measured candidates
     "bo": lambda spec: BOPlanner(),
@@ -77,25 +72,5 @@ _REGISTRY: dict[str, PlannerFactory] = {
     "botorch": _botorch,
 }
 
-
-def register_planner(name: str, factory: PlannerFactory) -> None:
-    """Make ``name`` usable as ``[planner] main`` or ``control``. Re-registering the same factory is a no-op."""
-    from ..domain import SetupError
-
-    if name in _REGISTRY and _REGISTRY[name] is not factory:
-        raise SetupError(f"planner arm {name!r} is already registered; pick another name")
-    _REGISTRY[name] = factory
-
-
-def planner_names() -> tuple[str, ...]:
-    """Every registered arm, sorted."""
-    return tuple(sorted(_REGISTRY))
-
-
-def make_planner(name: str, spec=None) -> Planner:
-    """The planner arm called ``name`` (the llm arm takes its model and limits from ``spec.planner``)."""
-    from ..domain import SetupError
-
-    if name not in _REGISTRY:
-        raise SetupError(f"planner arm {name!r} is unknown; available arms: {list(planner_names())}")
-    return _REGISTRY[name](spec)
+for _name, _factory in _BUILT_IN.items():
+    register_planner(_name, _factory)

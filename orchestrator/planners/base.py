@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..domain import Proposal
-from ..pool import Pool
-from ..spec import CampaignSpec
+
+if TYPE_CHECKING:
+    from ..pool import Pool
+    from ..spec import CampaignSpec
 
 __all__ = ["Planner", "PlanningContext"]
 

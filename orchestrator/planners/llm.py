@@ -20,7 +20,7 @@ The graph, per ``propose`` call::
   loop in which the model calls the same tools itself.
 - ``propose`` and ``repair`` make one structured-output call each (``llm_prompt.response_schema``). A local model's
   grammar lets every pick name any shortlist id and asks first for the model's own short hypothesis for the batch.
-- ``validate`` applies the campaign's rules (``nodes.validate.validation_error``): parses, in the pool, not tested
+- ``validate`` applies the campaign's rules (``proposal_checks.validation_error``): parses, in the pool, not tested
   or pending, no duplicates. Valid picks are kept across rounds; the messages of the rest go into the next repair.
 - ``fallback`` fills what is missing from the bo arm and marks those proposals as fallbacks.
 - ``finish`` returns the model's picks, then the anchors: when the screen weighs several proposals per lab slot
@@ -258,7 +258,7 @@ class LLMPlanner:
     def bo(self, context: PlanningContext):
         """The bo arm this planner is bounded by and measured against."""
         if self.bo_planner is None:
-            from . import make_planner
+            from .registry import make_planner
 
             self.bo_planner = make_planner("bo", context.spec)
         return self.bo_planner
@@ -606,7 +606,7 @@ class _Run:
     def _check(self, ref: str, seen: set[str]) -> tuple[str | None, int]:
         """The campaign validator's message for one reference (or None) and its pool index."""
         from ..events import Proposed
-        from ..nodes.validate import validation_error  # imported here: nodes import the planners
+        from ..proposal_checks import validation_error
 
         try:
             index = self.tools.resolve(ref)

@@ -146,20 +146,20 @@ def test_an_open_campaign_keeps_others_out_until_it_closes(paused):
 
 def test_a_lease_left_by_a_dead_process_is_taken_over(paused, caplog):
     ledger = Ledger.open(paused)
-    lock_file = CampaignLease(ledger, "p").lock_path()
+    holder_file = CampaignLease(ledger, "p").holder_path()
     ledger.close()
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(gone.stdout)
-    lock_file.write_text(json.dumps({"host": socket.gethostname(), "pid": dead_pid, "since": "2025-01-01T00:00:00Z"}))
+    holder_file.write_text(json.dumps({"host": socket.gethostname(), "pid": dead_pid, "since": "2025-01-01T00:00:00Z"}))
 
     with caplog.at_level(logging.WARNING, logger="orchestrator.lease"), Campaign.resume("p", db=paused) as campaign:
         summary = campaign.run()
-        holder = json.loads(lock_file.read_text())
+        holder = json.loads(holder_file.read_text())
         assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
     assert summary["status"] == "stopped"
     assert (f"campaign 'p': taking over the lease left by host {socket.gethostname()}, pid {dead_pid}, since "
             f"2025-01-01T00:00:00Z (that process is gone without releasing it)") in caplog.text
-    assert lock_file.read_text() == "", "a clean release leaves no holder behind"
+    assert holder_file.read_text() == "", "a clean release leaves no holder behind"
     ledger = Ledger.open(paused)
     try:
         assert verify(ledger, "p").is_identical

@@ -62,7 +62,7 @@ def test_crash_inside_a_node_then_resume(reference, db, monkeypatch, event_type,
     seen = {"n": 0}
 
     def crashing_append_many(self, campaign_id, items, *, actor="orchestrator"):
-        for payload, _ in items:
+        for payload, *_ in items:  # (payload, key) or (payload, key, actor, at)
             if payload.type == event_type:
                 seen["n"] += 1
                 if seen["n"] == nth:

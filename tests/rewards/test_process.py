@@ -39,6 +39,20 @@ def test_validity_weight_uses_auroc_then_spearman_then_the_prior():
     assert RungValidity(rung="r", n_pairs=8, spearman=0.2, auroc=0.3).weight == 0.0
 
 
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5, -1.0]) | st.floats(-5, 5), st.booleans()),
+                max_size=40))
+def test_auroc_is_the_share_of_positive_negative_pairs_a_positive_wins(pairs):
+    # the O(N log N) rank formula equals the O(P·N) definition exactly, ties counted half
+    scores, labels = [s for s, _ in pairs], [y for _, y in pairs]
+    positives = [s for s, y in pairs if y]
+    negatives = [s for s, y in pairs if not y]
+    if not positives or not negatives:
+        assert auroc(scores, labels) is None
+        return
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    assert auroc(scores, labels) == wins / (len(positives) * len(negatives))
+
+
 def test_auroc_and_base_rate():
     assert auroc([1, 2, 3, 4], [False, False, True, True]) == 1.0
     assert auroc([1, 2, 3, 4], [True, True, False, False]) == 0.0
