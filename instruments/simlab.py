@@ -12,6 +12,12 @@ stations down for a window), a time-to-live per job (``parameters["ttl_s"]`` or 
 envelope that ``submit`` enforces. A fault or an expired job ends as a failed ``LabResult`` whose reason names it,
 or as a delay; a job is never lost.
 
+Memory stays flat over a long campaign: a finished job's record (its job, result and Gantt rows) is kept until its
+result has been collected (``result``, or ``status`` reporting a cancelled job) and ``n_results_kept`` newer
+results have been; then only its key, a fingerprint of the job and its final state remain, so ``submit`` stays
+idempotent and ``status`` answers, while ``result`` says the record was retired (the campaign's ledger holds it).
+Utilisation, queue waits and job counts are running totals over every job since the start.
+
 Determinism: every random draw of a job (station durations, measurement noise, faults) comes from a generator seeded
 by ``(seed, job_key, stream)`` through SHA-256 (``job_rng``; the campaign id in the key is left out), never from
 submission order. A resumed campaign that resubmits a job to a fresh twin gets the same durations, the same faults
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,8 +95,9 @@ class LabMetrics(BaseModel):
 
     ``utilisation`` is busy time / (capacity x elapsed) per resource, in [0, 1]. Queue waits (s) are means over
     granted requests, from request to the start of work. ``gantt`` rows are ``(job_key, resource, start_s, end_s)``
-    sorted by start; an interval still open ends at ``now``, and a step paused by a station-down window shows as two
-    rows. ``n_faults`` counts faults that hit jobs, by kind; ``faults`` lists them as ``(kind, job_key, resource,
+    sorted by start, for the jobs whose records the lab still keeps (unfinished ones, and the ``n_results_kept``
+    latest collected; utilisation, waits and ``n_jobs`` cover every job); an interval still open ends at ``now``,
+    and a step paused by a station-down window shows as two rows. ``n_faults`` counts faults that hit jobs, by kind; ``faults`` lists them as ``(kind, job_key, resource,
     time_s)``.
     """
 
@@ -122,11 +130,28 @@ class _JobRecord:
     state: JobState = "queued"
     has_started: bool = False
     process: simpy.Process | None = None
-    station_log: list[tuple[str, float, float]] = field(default_factory=list)
+    intervals: list[tuple[str, float, float]] = field(default_factory=list)
+    """(resource, start_s, end_s) of every finished stretch of work, transfers included."""
     open_interval: tuple[str, float] | None = None
     working_on: str | None = None
     location: tuple[str, str] = ("waiting to start", "")  # (what the job is doing, resource)
     result: LabResult | None = None
+
+    @property
+    def station_log(self) -> list[tuple[str, float, float]]:
+        return [row for row in self.intervals if row[0] != TRANSFER_ROBOT]
+
+
+@dataclass(frozen=True, slots=True)
+class _RetiredJob:
+    """What the lab keeps of a job whose collected record it let go: enough for ``submit`` and ``status``."""
+
+    fingerprint: int
+    state: JobState
+
+
+def _fingerprint(job: LabJob) -> int:
+    return hash(job.model_dump_json())
 
 
 class SimLabDriver:
@@ -146,6 +171,8 @@ class SimLabDriver:
         consumable_use: station -> {consumable: units one step there uses}. A job's ``parameters["consumables"]``
             adds units used at its first step.
         default_ttl_s: time-to-live of jobs that set no ``parameters["ttl_s"]``, s from submission; None for none.
+        n_results_kept: finished jobs whose whole record (result, Gantt rows) is kept after their result was
+            collected; older collected ones are retired to their key, job fingerprint and state.
 
     Example:
         >>> import asyncio
@@ -180,6 +207,7 @@ class SimLabDriver:
         consumables: Mapping[str, float] | None = None,
         consumable_use: Mapping[str, Mapping[str, float]] | None = None,
         default_ttl_s: float | None = None,
+        n_results_kept: int = 1000,
     ) -> None:
         if not callable(oracle):
             raise SetupError(f"SimLabDriver needs a callable oracle(candidate) -> float, got {oracle!r}")
@@ -189,7 +217,10 @@ class SimLabDriver:
             raise SetupError(f"{transfer_s=} must be a finite number of seconds >= 0")
         if default_ttl_s is not None and not (default_ttl_s > 0 and math.isfinite(default_ttl_s)):
             raise SetupError(f"{default_ttl_s=} must be a positive number of seconds, or None for no time-to-live")
+        if isinstance(n_results_kept, bool) or not isinstance(n_results_kept, int) or n_results_kept < 0:
+            raise SetupError(f"{n_results_kept=} must be a whole number >= 0 (collected results the lab keeps)")
         self.oracle = oracle
+        self.n_results_kept = n_results_kept
         self.noise_sd = float(noise_sd)
         self.seed = int(seed)
         self.transfer_s = float(transfer_s)
@@ -208,8 +239,12 @@ class SimLabDriver:
         self._resources = {name: simpy.PriorityResource(self.env, capacity) for name, capacity in self.stations.items()}
         self._resources[TRANSFER_ROBOT] = simpy.PriorityResource(self.env, 1)
         self._jobs: dict[str, _JobRecord] = {}
-        self._intervals: list[tuple[str, str, float, float]] = []
-        self._waits: list[tuple[str, float]] = []
+        self._collected: dict[str, None] = {}  # keys of kept records whose result was collected, oldest first
+        self._retired: dict[str, _RetiredJob] = {}
+        self._n_retired: Counter[str] = Counter()  # retired jobs by final state
+        self._busy_s: dict[str, float] = dict.fromkeys(self._resources, 0.0)  # closed intervals' work, s
+        self._wait_s: dict[str, float] = dict.fromkeys(self._resources, 0.0)  # summed queue waits, s
+        self._n_waits: dict[str, int] = dict.fromkeys(self._resources, 0)
         self._fault_log: list[tuple[str, str, str, float]] = []
         self._down: dict[str, simpy.Event] = {}  # station -> event that fires when it is back up
         for station, start_s, end_s in self.faults.station_down:
@@ -283,8 +318,9 @@ class SimLabDriver:
                 malformed, or the key was already used for a different job.
         """
         existing = self._jobs.get(job.job_key)
-        if existing is not None:
-            if existing.job != job:
+        retired = self._retired.get(job.job_key)
+        if existing is not None or retired is not None:
+            if existing.job != job if existing is not None else retired.fingerprint != _fingerprint(job):
                 raise SetupError(
                     f"job key {job.job_key!r} was already submitted with a different job; "
                     "use a new key for a new run (keys are idempotency keys)"
@@ -308,15 +344,25 @@ class SimLabDriver:
 
     async def status(self, handle: JobHandle) -> JobState:
         """``queued`` until work starts on the first station, ``running`` until measured, then terminal."""
-        return self._lookup(handle).state
+        record = self._lookup(handle)
+        if isinstance(record, _RetiredJob):
+            return record.state
+        if record.state == "cancelled":  # all there is to collect of a cancelled job
+            self._collect(record)
+        return record.state
 
     async def result(self, handle: JobHandle) -> LabResult:
         """The ``LabResult`` of a ``done`` or ``failed`` job.
 
         Raises:
-            InstrumentFault: the job is unknown, unfinished or cancelled.
+            InstrumentFault: the job is unknown, unfinished or cancelled, or its collected result was retired.
         """
         record = self._lookup(handle)
+        if isinstance(record, _RetiredJob):
+            raise InstrumentFault(
+                f"job {handle.job_key!r} ended {record.state} and its result was collected; this lab keeps the last "
+                f"{self.n_results_kept} collected results (n_results_kept), so read it from the campaign's ledger"
+            )
         if record.state == "cancelled":
             raise InstrumentFault(f"job {handle.job_key!r} was cancelled and has no result; resubmit under a new key")
         if record.result is None:
@@ -324,12 +370,13 @@ class SimLabDriver:
                 f"job {handle.job_key!r} is {record.state} at t={self.env.now:.0f} s and has no result yet; "
                 "advance the lab with run_until_complete([handle]) or poll status() until it is 'done'"
             )
+        self._collect(record)
         return record.result
 
     async def cancel(self, handle: JobHandle) -> None:
         """Cancel a queued or running job (freeing its station); a finished job is left as it is."""
         record = self._lookup(handle)
-        if record.state in TERMINAL_STATES:
+        if isinstance(record, _RetiredJob) or record.state in TERMINAL_STATES:
             return
         if record.has_started and record.process.is_alive:
             record.process.interrupt(_CANCEL)
@@ -413,28 +460,26 @@ class SimLabDriver:
         """
         now = self.env.now
         elapsed = now - self.start_time_s
-        rows = list(self._intervals) + [
-            (key, rec.open_interval[0], rec.open_interval[1], now)
-            for key, rec in self._jobs.items()
-            if rec.open_interval is not None
-        ]
+        rows = [(key, *interval) for key, rec in self._jobs.items() for interval in rec.intervals]
+        busy = dict(self._busy_s)
+        for key, rec in self._jobs.items():
+            if rec.open_interval is not None:
+                resource, start_s = rec.open_interval
+                rows.append((key, resource, start_s, now))
+                busy[resource] += now - start_s
         rows.sort(key=lambda row: (row[2], row[3], row[0], row[1]))
-        busy = dict.fromkeys(self._resources, 0.0)
-        for _, resource, start, end in rows:
-            busy[resource] += end - start
         utilisation = {
             name: (busy[name] / (res.capacity * elapsed) if elapsed > 0 else 0.0)
             for name, res in self._resources.items()
         }
-        waits: dict[str, list[float]] = {name: [] for name in self._resources}
-        for resource, wait in self._waits:
-            waits[resource].append(wait)
-        station_waits = [wait for resource, wait in self._waits if resource != TRANSFER_ROBOT]
+        stations = [name for name in self._resources if name != TRANSFER_ROBOT]
+        n_station_waits = sum(self._n_waits[name] for name in stations)
         return LabMetrics(
             elapsed_s=elapsed,
             utilisation=utilisation,
-            mean_queue_wait_s=float(np.mean(station_waits)) if station_waits else 0.0,
-            queue_wait_s={name: float(np.mean(w)) if w else 0.0 for name, w in waits.items()},
+            mean_queue_wait_s=sum(self._wait_s[name] for name in stations) / n_station_waits if n_station_waits else 0.0,
+            queue_wait_s={name: self._wait_s[name] / n if (n := self._n_waits[name]) else 0.0
+                          for name in self._resources},
             n_jobs=self._count_states(),
             gantt=rows,
             n_faults=self._count_faults(),
@@ -509,7 +554,8 @@ class SimLabDriver:
                     continue
                 if not has_begun:
                     has_begun = True
-                    self._waits.append((resource, self.env.now - requested_s))
+                    self._wait_s[resource] += self.env.now - requested_s
+                    self._n_waits[resource] += 1
                     if needs:
                         self._consume(record, resource, needs)
                     if is_station:
@@ -533,9 +579,8 @@ class SimLabDriver:
 
     def _close_interval(self, record: _JobRecord, resource: str, start_s: float, is_station: bool) -> None:
         record.open_interval, record.working_on = None, None
-        self._intervals.append((record.job.job_key, resource, start_s, self.env.now))
-        if is_station:
-            record.station_log.append((resource, start_s, self.env.now))
+        record.intervals.append((resource, start_s, self.env.now))
+        self._busy_s[resource] += self.env.now - start_s
 
     def _consume(self, record: _JobRecord, station: str, needs: Mapping[str, float]) -> None:
         short = {name: units for name, units in needs.items() if self._stock.get(name, 0.0) < units}
@@ -679,12 +724,23 @@ class SimLabDriver:
     def _handle(self, job_key: str) -> JobHandle:
         return JobHandle(job_key=job_key, driver=self.name)
 
-    def _lookup(self, handle: JobHandle) -> _JobRecord:
+    def _collect(self, record: _JobRecord) -> None:
+        """Note that a finished job's result was handed out; retire the oldest collected records beyond the
+        ``n_results_kept`` newest."""
+        self._collected[record.job.job_key] = None
+        while len(self._collected) > self.n_results_kept:
+            key = next(iter(self._collected))
+            del self._collected[key]
+            old = self._jobs.pop(key)
+            self._retired[key] = _RetiredJob(_fingerprint(old.job), old.state)
+            self._n_retired[old.state] += 1
+
+    def _lookup(self, handle: JobHandle) -> _JobRecord | _RetiredJob:
         if handle.driver != self.name:
             raise InstrumentFault(
                 f"handle for job {handle.job_key!r} belongs to driver {handle.driver!r}, not {self.name!r}"
             )
-        record = self._jobs.get(handle.job_key)
+        record = self._jobs.get(handle.job_key) or self._retired.get(handle.job_key)
         if record is None:
             raise InstrumentFault(
                 f"job {handle.job_key!r} is unknown to this {self.name} lab (submitted before a restart?); "
@@ -694,10 +750,11 @@ class SimLabDriver:
 
     def _pending_processes(self, handles: Iterable[JobHandle]) -> list[simpy.Process]:
         records = [self._lookup(handle) for handle in handles]
-        return [rec.process for rec in records if rec.state not in TERMINAL_STATES]
+        return [rec.process for rec in records if isinstance(rec, _JobRecord) and rec.state not in TERMINAL_STATES]
 
     def _count_states(self) -> dict[str, int]:
         counts = dict.fromkeys(("queued", "running", "done", "failed", "cancelled"), 0)
+        counts.update(self._n_retired)
         for record in self._jobs.values():
             counts[record.state] += 1
         return counts
@@ -711,7 +768,7 @@ class SimLabDriver:
     def __repr__(self) -> str:
         return (
             f"SimLabDriver(stations={self.stations}, seed={self.seed}, now={self.env.now:.0f} s, "
-            f"n_jobs={len(self._jobs)})"
+            f"n_jobs={len(self._jobs) + len(self._retired)})"
         )
 
 

@@ -405,15 +405,18 @@ class Ledger:
 
     def chain_rows(self, campaign_id: str, *, batch: int = 5000) -> Iterator[Any]:
         """Every event row of a campaign with its stored hash, in seq order, fetched in batches (not cached)."""
+        for rows in self.chain_batches(campaign_id, batch=batch):
+            yield from (_EventValues(*raw[:6], _stored_time(raw[6]), raw[7]) for raw in rows)
+
+    def chain_batches(self, campaign_id: str, *, batch: int = 5000) -> Iterator[list[tuple]]:
+        """A campaign's event rows in seq order, ``batch`` at a time, as the driver returns them: tuples of ``seq,
+        type, schema_version, payload, idempotency_key, actor, at, hash`` with ``at`` as stored (SQLite's text, or a
+        datetime). Each batch is one indexed range read, so memory stays bounded on every backend (not cached)."""
         after = 0
         sql = f"SELECT {_EVENT_SELECT}, hash FROM event WHERE campaign_id = ? AND seq > ? ORDER BY seq LIMIT ?"
-        while True:
-            rows = [_EventValues(*raw[:6], _stored_time(raw[6]), raw[7])
-                    for raw in self._read(sql, (campaign_id, after, batch))]
-            if not rows:
-                return
-            yield from rows
-            after = rows[-1].seq
+        while rows := self._read(sql, (campaign_id, after, batch)):
+            yield rows
+            after = rows[-1][0]
 
     def head_hash(self, campaign_id: str) -> str:
         """The hash of the campaign's newest event (``GENESIS`` before the first)."""

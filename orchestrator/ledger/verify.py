@@ -1,15 +1,24 @@
 """Rebuild the projections from the events alone and compare them with the stored ones; check that the campaign's
-sequence numbers run 1..n without a gap and that every event matches its link in the hash chain (``ledger.chain``)."""
+sequence numbers run 1..n without a gap and that every event matches its link in the hash chain (``ledger.chain``).
+
+One streaming fold: the events come in batches of driver rows (``Ledger.chain_batches``), and each is hashed,
+parsed and folded as it passes, so memory holds one batch of events plus the rebuilt projections. The comparison
+is of column tuples keyed by primary key; only rows that differ become dicts.
+"""
 
 from __future__ import annotations
 
+import gc
+import operator
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-
-from collections.abc import Iterable
+from typing import Any
 
 from ..events import parse_payload
-from .chain import GENESIS, ChainBreak, event_hash
-from .driver import column_names, typed_rows
+from .chain import ChainBreak, ChainWalk
+from .driver import column_names, row_dicts
 from .projections import ProjectionBatch, primary_key
 from .store import Ledger
 from .tables import PROJECTION_TABLES, CampaignRow
@@ -33,16 +42,78 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
 
 
-def _stored(ledger: Ledger, table: type, campaign_id: str) -> dict[tuple, dict]:
-    """The stored rows of one table, by primary key, without ``updated_seq`` (read bookkeeping: rows migrated from
-    before it existed hold 0, not projected content)."""
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Hold off Python's cyclic garbage collector while a verify runs, in every thread at once (the last verify to
+    finish turns it back on, if it was on).
+
+    A verify allocates a few containers per event (the rebuilt rows, the compared tuples) and frees no cycles, yet
+    each allocation burst sets off collections, and a full one walks the whole heap: a third of a verify's time on
+    a 15,000-event ledger, more in a process holding a campaign. Reference counting still frees everything.
+    """
+    global _gc_pausers, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def _stored(ledger: Ledger, table: type, campaign_id: str) -> list[tuple]:
+    """The stored rows of one table as the driver returns them, columns in ``column_names(table)`` order."""
     column = "id" if table is CampaignRow else "campaign_id"
-    pk = primary_key(table)
+    return ledger._read(f"SELECT {', '.join(column_names(table))} FROM {table.__tablename__} WHERE {column} = ?",
+                        (campaign_id,))
+
+
+def _getter(positions: list) -> operator.itemgetter | Callable[[Any], tuple]:
+    """``itemgetter`` that always returns a tuple (a one-item ``itemgetter`` returns the item)."""
+    if len(positions) == 1:
+        return lambda row, at=positions[0]: (row[at],)
+    return operator.itemgetter(*positions)
+
+
+def _table_differences(table: type, stored_rows: list[tuple], rebuilt: dict[tuple, dict]) -> list[dict]:
+    """The rows that differ between a stored table and its rebuilt rows, by primary key, sorted by key as text.
+
+    ``updated_seq`` is left out: it is read bookkeeping (rows migrated from before it existed hold 0), not projected
+    content. Rows compare as tuples of their other columns; SQLite's 0/1 for a boolean equals ``False``/``True``
+    there, as it did in the dicts this compared before, and differing rows are shown as dicts with booleans.
+    """
     names = column_names(table)
-    at = [names.index(name) for name in pk]
-    keep = [i for i, name in enumerate(names) if name != "updated_seq"]
-    found = ledger._read(f"SELECT {', '.join(names)} FROM {table.__tablename__} WHERE {column} = ?", (campaign_id,))
-    return {tuple(row[i] for i in at): {names[i]: row[i] for i in keep} for row in typed_rows(table, found)}
+    kept = [name for name in names if name != "updated_seq"]
+    key_of = _getter([names.index(name) for name in primary_key(table)])
+    stored_values = _getter([names.index(name) for name in kept])
+    rebuilt_values = _getter(kept)
+    # map over C getters: no Python frame per row (these tables hold a row per candidate, job and score)
+    stored = dict(zip(map(key_of, stored_rows), map(stored_values, stored_rows), strict=True))
+    fresh = dict(zip(rebuilt.keys(), map(rebuilt_values, rebuilt.values()), strict=True))
+    if stored == fresh:
+        return []
+    raw = {key_of(row): row for row in stored_rows}
+
+    def shown_stored(key: tuple) -> dict | None:
+        return None if key not in raw else {k: v for k, v in row_dicts(table, [raw[key]])[0].items()
+                                            if k != "updated_seq"}
+
+    def shown_rebuilt(key: tuple) -> dict | None:
+        return None if key not in rebuilt else {k: v for k, v in rebuilt[key].items() if k != "updated_seq"}
+
+    differing = sorted((key for key in stored.keys() | fresh.keys() if stored.get(key) != fresh.get(key)), key=str)
+    return [{"table": table.__tablename__, "key": list(key), "stored": shown_stored(key),
+             "rebuilt": shown_rebuilt(key)} for key in differing]
 
 
 def _fold(campaign_id: str, rows: Iterable) -> ProjectionBatch:
@@ -62,26 +133,43 @@ def rebuild_projections(ledger: Ledger, campaign_id: str, events: list | None = 
     return fresh
 
 
+@dataclass
 class _Walk:
-    """One pass over a campaign's stored events: checks the hash chain and counts them as they stream by."""
+    """What one pass over a campaign's stored events found: their count, whether seqs ran 1..n, the chain's head
+    (the last hash that matched) and its first break, the rebuilt projections and the first event that did not
+    parse."""
 
-    def __init__(self, campaign_id: str, rows: Iterable):
-        self.campaign_id, self.rows = campaign_id, rows
-        self.n_events, self.seqs_ok, self.head = 0, True, GENESIS
-        self.broken: ChainBreak | None = None
+    n_events: int = 0
+    is_seq_ok: bool = True
+    head: str = ""
+    broken: ChainBreak | None = None
+    rebuilt: ProjectionBatch | None = None
+    parse_error: ValueError | None = None
 
-    def __iter__(self):
-        for row in self.rows:
-            self.n_events += 1
-            self.seqs_ok = self.seqs_ok and row.seq == self.n_events
-            if self.broken is None:
-                expected = event_hash(self.head, self.campaign_id, row.seq, row.type, row.schema_version, row.payload,
-                                      row.idempotency_key, row.actor, row.at)
-                if row.hash == expected:
-                    self.head = expected
+
+def _walk(ledger: Ledger, campaign_id: str) -> _Walk:
+    """Hash, parse and fold every event of the campaign in one streaming pass."""
+    chain, batch, out = ChainWalk(campaign_id), ProjectionBatch(campaign_id), _Walk()
+    n, is_chained = 0, True
+    apply = batch.apply
+    for rows in ledger.chain_batches(campaign_id):
+        for seq, event_type, schema_version, payload, key, actor, at, stored_hash in rows:
+            n += 1
+            if seq != n:
+                out.is_seq_ok = False
+            if is_chained:
+                expected = chain.expected(seq, event_type, schema_version, payload, key, actor, at)
+                if stored_hash == expected:
+                    chain.head = expected
                 else:
-                    self.broken = ChainBreak(row.seq, row.hash, expected)
-            yield row
+                    out.broken, is_chained = ChainBreak(seq, stored_hash, expected), False
+            if batch is not None:
+                try:
+                    apply(seq, parse_payload(event_type, payload))
+                except ValueError as exc:  # an event that no longer parses (pydantic's ValidationError is one)
+                    out.parse_error, batch = exc, None
+    out.n_events, out.head, out.rebuilt = n, chain.head, batch
+    return out
 
 
 def verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
@@ -95,29 +183,26 @@ def verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
         >>> verify(ledger, "c1").is_identical
         True
     """
-    walk = _Walk(campaign_id, ledger.chain_rows(campaign_id))
+    with _gc_paused():
+        return _verify(ledger, campaign_id)
+
+
+def _verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
+    walk = _walk(ledger, campaign_id)
     differences: list[dict] = []
-    try:
-        rebuilt = _fold(campaign_id, walk).final_rows()
-    except ValueError as exc:  # an event that no longer parses (pydantic's ValidationError is a ValueError)
-        for _ in walk:  # finish the walk: count the events and find the chain's break
-            pass
-        differences.append({"table": "event", "key": ["payload"], "stored": "an event that does not parse",
-                            "rebuilt": f"nothing: {str(exc).splitlines()[0]}"})
-        rebuilt = None
     if walk.broken is not None:
-        differences.insert(0, {"table": "event", "key": ["hash", walk.broken.seq],
-                               "stored": walk.broken.stored or "(none)", "rebuilt": walk.broken.expected})
-    if not walk.seqs_ok:
+        differences.append({"table": "event", "key": ["hash", walk.broken.seq],
+                            "stored": walk.broken.stored or "(none)", "rebuilt": walk.broken.expected})
+    if walk.parse_error is not None:
+        differences.append({"table": "event", "key": ["payload"], "stored": "an event that does not parse",
+                            "rebuilt": f"nothing: {str(walk.parse_error).splitlines()[0]}"})
+    if not walk.is_seq_ok:
         differences.append({"table": "event", "key": ["seq"], "stored": "seqs with gaps or repeats",
                             "rebuilt": f"1..{walk.n_events}"})
-    for table in PROJECTION_TABLES if rebuilt is not None else ():
-        stored = _stored(ledger, table, campaign_id)
-        fresh = {key: {k: v for k, v in row.items() if k != "updated_seq"} for key, row in rebuilt[table].items()}
-        for key in sorted(set(stored) | set(fresh), key=str):
-            if stored.get(key) != fresh.get(key):
-                differences.append({"table": table.__tablename__, "key": list(key), "stored": stored.get(key),
-                                    "rebuilt": fresh.get(key)})
+    if walk.rebuilt is not None:
+        rebuilt = walk.rebuilt.final_rows()
+        for table in PROJECTION_TABLES:
+            differences += _table_differences(table, _stored(ledger, table, campaign_id), rebuilt[table])
     notes = [f"{n.kind} (seq {n.first_seq}..{n.last_seq}, {n.at:%Y-%m-%d %H:%M} UTC): {n.detail}"
              for n in ledger.notes(campaign_id)]
     return VerifyReport(campaign_id, walk.n_events, not differences, differences, head_hash=walk.head,

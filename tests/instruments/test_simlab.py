@@ -305,3 +305,62 @@ def test_cancel_job_waiting_in_a_station_queue():
     assert run(lab.result(last)).station_log[0] == ("synthesis", 1000.0, 2000.0)  # c moved up
     assert not [row for row in lab.metrics().gantt if row[0] == "b"]
     assert lab.metrics().n_jobs == {"queued": 0, "running": 0, "done": 2, "failed": 0, "cancelled": 1}
+
+
+# ----------------------------------------------------------------------------------------------- bounded memory
+def _plates(lab: SimLabDriver, n_plates: int, plate: int, *, collect: bool = True) -> list[JobHandle]:
+    """Run ``n_plates`` plates of jobs one after another, collecting each plate's results as a campaign does."""
+    handles = []
+    for p in range(n_plates):
+        batch = submit_all(lab, [make_job(f"run/p{p}-{i}", x=float(i)) for i in range(plate)])
+        lab.run_until_complete(batch)
+        if collect:
+            results(lab, batch)
+        handles += batch
+    return handles
+
+
+def test_a_long_run_keeps_only_the_latest_collected_records():
+    lab = SimLabDriver(oracle=x_oracle(), noise_sd=0.1, n_results_kept=10)
+    handles = _plates(lab, 12, 5)
+    kept = {row[0] for row in lab.metrics().gantt}
+    assert kept == {h.job_key for h in handles[-10:]}  # 60 jobs run, the records of 10 kept
+    assert lab.metrics().n_jobs["done"] == 60 and run(lab.health())["n_jobs"]["done"] == 60
+    assert "n_jobs=60" in repr(lab)
+
+
+def test_a_retired_job_still_answers_submit_and_status_but_not_result():
+    lab = SimLabDriver(oracle=x_oracle(), n_results_kept=2)
+    first, *_ = _plates(lab, 3, 2)
+    clock = lab.now
+    assert run(lab.submit(make_job("run/p0-0", x=0.0))) == first  # idempotent: the same handle, nothing runs
+    assert lab.run_until_complete([first]) == clock and lab.metrics().n_jobs["done"] == 6
+    assert run(lab.status(first)) == "done"
+    with pytest.raises(InstrumentFault, match="n_results_kept"):
+        run(lab.result(first))
+    with pytest.raises(SetupError, match="different job"):
+        run(lab.submit(make_job("run/p0-0", x=5.0)))
+
+
+def test_results_nobody_collected_are_never_retired():
+    lab = SimLabDriver(oracle=x_oracle(), n_results_kept=1)
+    handles = _plates(lab, 4, 3, collect=False)
+    assert [r.value for r in results(lab, handles).values()] == [0.0, 1.0, 2.0] * 4
+
+
+def test_retiring_records_changes_no_figure_but_the_gantt():
+    everything = SimLabDriver(oracle=x_oracle(), noise_sd=0.1, seed=3, n_results_kept=10_000)
+    bounded = SimLabDriver(oracle=x_oracle(), noise_sd=0.1, seed=3, n_results_kept=3)
+    for lab in (everything, bounded):
+        _plates(lab, 8, 4)
+    full, kept = everything.metrics(), bounded.metrics()
+    assert kept.elapsed_s == full.elapsed_s and kept.n_jobs == full.n_jobs
+    assert kept.utilisation == pytest.approx(full.utilisation)
+    assert kept.queue_wait_s == pytest.approx(full.queue_wait_s)
+    assert kept.mean_queue_wait_s == pytest.approx(full.mean_queue_wait_s)
+    assert set(kept.gantt) < set(full.gantt)
+
+
+def test_n_results_kept_must_be_a_count():
+    with pytest.raises(SetupError, match="n_results_kept"):
+        SimLabDriver(oracle=x_oracle(), n_results_kept=-1)

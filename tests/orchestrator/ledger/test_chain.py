@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from orchestrator.campaign import Campaign
 from orchestrator.cli import app
 from orchestrator.ledger import GENESIS, Ledger, event_hash, verify
+from orchestrator.ledger.chain import ChainWalk, canonical_time, stored_time_text
 from orchestrator.ledger.jsonl import LedgerImportError, export_jsonl, import_jsonl
 from orchestrator.spec import load_spec
 from tests.conftest import BUCHWALD_SPEC
@@ -255,3 +256,30 @@ def test_event_hash_is_sha256_of_the_json_list_it_documents(campaign_id, payload
             event_hash(GENESIS, campaign_id, seq, "Scored", 1, payload, key, actor, at)
         return
     assert event_hash(GENESIS, campaign_id, seq, "Scored", 1, payload, key, actor, at) == expected
+
+
+_moments = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(9999, 12, 30),
+                        timezones=st.none() | st.timezones())
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(campaign_id=_text, payload=_text, key=_text, actor=_text, seq=st.integers(0, 2**62), at=_moments,
+       previous=st.text("0123456789abcdef", min_size=64, max_size=64))
+def test_the_chain_walk_hashes_the_bytes_event_hash_does(campaign_id, payload, key, actor, seq, at, previous):
+    """``verify``'s ChainWalk takes the time as the driver returns it (SQLite's text, or a datetime) and must hash
+    exactly what ``event_hash`` hashes for the same event."""
+    walk = ChainWalk(campaign_id)
+    walk.head = previous
+    sqlite_text = canonical_time(at).replace("T", " ")  # how SQLAlchemy stores a DateTime in SQLite
+    try:
+        expected = event_hash(previous, campaign_id, seq, "Scored", 1, payload, key, actor, at)
+    except UnicodeEncodeError:
+        return
+    for stored in (at, sqlite_text, canonical_time(at), at.isoformat()):
+        assert walk.expected(seq, "Scored", 1, payload, key, actor, stored) == expected, stored
+
+
+@pytest.mark.parametrize("text", ["2026-11-27 01:02:03.000045", "2026-11-27 01:02:03", "2026-11-27T01:02:03+02:00",
+                                  "2026-11-27 01:02:03.5", "2026-01-01"])
+def test_stored_time_text_is_canonical_time_of_the_parsed_text(text):
+    assert stored_time_text(text) == canonical_time(datetime.fromisoformat(text))
