@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, ClassVar, Literal

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Literal, get_args
 
-from rewards.context import ScoreValue, StepContext
+from rewards.context import ScoreValue
 from rewards.errors import RewardSetupError
 
 __all__ = [
@@ -157,7 +157,25 @@ def scorer_kind(name: str) -> str:
 
 
 def takes_criterion(fn: Scorer) -> bool:
-    """Whether a scorer declares a keyword-only ``criterion`` parameter (then it is called with its criterion)."""
+    """Whether a scorer declares a keyword-only ``criterion`` parameter (then it is called with its criterion).
+
+    The answer is kept per scorer (``inspect.signature`` costs tens of microseconds, and every step's every criterion
+    asks); an unhashable scorer is inspected each time.
+    """
+    try:
+        return _TAKES_CRITERION[fn]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable
+        return _inspect_takes_criterion(fn)
+    answer = _TAKES_CRITERION[fn] = _inspect_takes_criterion(fn)
+    return answer
+
+
+_TAKES_CRITERION: dict[Scorer, bool] = {}
+
+
+def _inspect_takes_criterion(fn: Scorer) -> bool:
     try:
         parameter = inspect.signature(fn).parameters.get("criterion")
     except (TypeError, ValueError):  # builtins and some callables have no signature

@@ -42,7 +42,6 @@ from .errors import LedgerConflict, LedgerError
 from .integrity import check_sqlite_file
 from .projections import ProjectionBatch
 from .tables import (
-    PROJECTION_TABLES,
     CampaignRow,
     CandidateRow,
     EventRow,
@@ -121,7 +120,7 @@ def safe_url(db: str | Path | URL) -> str:
 def _parse(text_: str) -> URL:
     try:
         return make_url(text_)
-    except ArgumentError as exc:
+    except ArgumentError:
         raise LedgerError(f"{safe_url(text_)!r} is not a database URL; give a file path or e.g. "
                           "postgresql://user:password@127.0.0.1:5432/closedloop") from None
 

@@ -35,7 +35,6 @@ from .acquisition import (
     _log_h,
     _posterior_on,
     log_expected_improvement,
-    log_window_improvement,
     select_batch,
 )
 from .surrogate import GPSurrogate

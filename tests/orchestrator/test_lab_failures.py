@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 import orchestrator.context as context_module
 from orchestrator.campaign import Campaign

@@ -96,7 +96,7 @@ def test_a_campaign_keeps_url_credentials_out_of_every_record(credentialed_lab, 
     spec = ledger.events("secret", types=["CampaignStarted"])[0].payload["spec"]
     ledger.close()
     assert spec["lab"]["parameters"]["base_url"] == lab_url.replace(LAB_PASSWORD, "***")
-    assert spec["planner"]["model"] == f"openai:gpt-4o-mini@http://llm-user:***@127.0.0.1:9/v1?api_key=***"
+    assert spec["planner"]["model"] == "openai:gpt-4o-mini@http://llm-user:***@127.0.0.1:9/v1?api_key=***"
 
 
 def test_lab_errors_and_health_name_the_lab_without_its_password():

@@ -82,7 +82,7 @@ def test_a_new_smiles_is_validated_screened_and_measured_by_the_labs_own_ground_
 
 
 def test_an_invalid_or_out_of_space_smiles_is_refused_with_the_reason_and_the_episode_goes_on(molecule_env):
-    obs = molecule_env.reset(seed=1)
+    molecule_env.reset(seed=1)
     refusals = {"C1CC": "not a valid SMILES", "C" * 14: "at most 10", "CCS": "allowed elements",
                 "CCO": "already sent to the lab or rejected"}
     first = molecule_env.step({"type": "propose", "structures": ["CCO"]})  # a seed: in the pool, untested

@@ -7,7 +7,6 @@ import sqlite3
 import pytest
 
 from orchestrator.ledger import Ledger, verify
-from orchestrator.ledger.tables import LabJobRow
 from orchestrator.migrations import BASELINE, head_revision
 from tests.orchestrator.ledger.writers import dispatched, observed, started, write_concurrently
 
