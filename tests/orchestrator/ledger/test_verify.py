@@ -26,7 +26,7 @@ def test_a_flipped_boolean_column_is_one_difference_shown_as_booleans(ledger, tm
     report = verify(ledger, "v")
     assert not report.is_identical and len(report.differences) == 1
     [difference] = report.differences
-    assert (difference["table"], difference["key"]) == ("observation", ["v", 7])
+    assert (difference["table"], difference["key"]) == ("observation", ["v", 7, 0])  # (campaign, seq, ordinal)
     assert difference["stored"]["is_lab"] is False and difference["rebuilt"]["is_lab"] is True
     assert "updated_seq" not in difference["stored"] and "updated_seq" not in difference["rebuilt"]
 
@@ -35,12 +35,13 @@ def test_a_missing_and_an_extra_row_are_reported_in_key_order(ledger, tmp_path):
     _observations(ledger, 12)
     with sqlite3.connect(tmp_path / "ledger.db") as conn:
         conn.execute("DELETE FROM observation WHERE seq = 11")
-        conn.execute("INSERT INTO observation SELECT campaign_id, 99, candidate_id, source, fidelity, is_lab, status, "
-                     "value, properties, reason, cost_s, provenance, sim_time_s, updated_seq "
-                     "FROM observation WHERE seq = 3")
+        columns = ("candidate_id, source, fidelity, is_lab, status, value, properties, reason, cost_s, provenance, "
+                   "sim_time_s, updated_seq")
+        conn.execute(f"INSERT INTO observation (campaign_id, seq, ordinal, {columns}) "
+                     f"SELECT campaign_id, 99, ordinal, {columns} FROM observation WHERE seq = 3")
     differences = verify(ledger, "v").differences
     assert [(d["key"], d["stored"] is None, d["rebuilt"] is None) for d in differences] == [
-        (["v", 11], True, False), (["v", 99], False, True)]
+        (["v", 11, 0], True, False), (["v", 99, 0], False, True)]
 
 
 @pytest.mark.parametrize("was_enabled", [True, False])
