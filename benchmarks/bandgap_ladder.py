@@ -32,11 +32,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python benchmarks/bandgap_ladder.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
-
 import argparse  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
+
+from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
 
 NAME = "bandgap_ladder"
 TIMEOUT_S = 300.0
@@ -44,7 +44,7 @@ WARMUP_FORMULAS = ("NaCl", "MgO")  # not in the pairs file; they make both worke
 
 
 def parse_all(rows):
-    from orchestrator.domain import InvalidCandidate, Material
+    from vocabulary.domain import InvalidCandidate, Material
 
     parsed, unreadable = [], []
     for row in rows:
@@ -71,7 +71,7 @@ def chgnet_sample(parsed, n: int, max_atoms: int, seed: int):
 
 
 def run_rung(executor, simulator, pairs) -> dict[str, Any]:
-    from orchestrator.domain import Material
+    from vocabulary.domain import Material
 
     warmup = [Material.parse(f) for f in WARMUP_FORMULAS]
     with common.Stopwatch.run() as warm:

@@ -38,8 +38,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python benchmarks/env_throughput.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
-
 import argparse  # noqa: E402
 import cProfile  # noqa: E402
 import io  # noqa: E402
@@ -53,6 +51,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
 from benchmarks.orchestration import git_commit, load  # noqa: E402
 
 NAME = "env_throughput"
@@ -131,7 +130,7 @@ def choose(policy: str, obs: dict[str, np.ndarray], rng: np.random.Generator, di
 # ------------------------------------------------------------------------------------------------ measuring
 def run_single(name: str, policy: str, settings: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     """One environment in this process: a warm-up episode, then ``episodes`` measured ones."""
-    from orchestrator.events import EnvironmentStep
+    from vocabulary.events import EnvironmentStep
 
     env = make_env(name, settings["lab_budget"], settings["n_offer"])
     direction = env.core.base_spec.objective.direction

@@ -29,12 +29,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python benchmarks/freesolv_rungs.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
-
 import argparse  # noqa: E402
 import tempfile  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
+
+from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
 
 NAME = "freesolv_rungs"
 TARGET_KCAL_MOL = -12.0
@@ -201,7 +201,7 @@ def report(results, correlations, windows, n_in_window: int, n_molecules: int) -
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from orchestrator.domain import Molecule
+    from vocabulary.domain import Molecule
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=common.CACHE_DIR / "simulation_cache.sqlite", help="SQLite file")

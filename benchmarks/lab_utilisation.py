@@ -35,13 +35,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python benchmarks/lab_utilisation.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
-
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import statistics  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
+
+from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
 
 NAME = "lab_utilisation"
 HOUR = 3600.0
@@ -73,7 +73,7 @@ def make_lab(seed: int, lab: dict[str, Any] = LAB):
 
 def make_jobs(n: int, steps: Sequence[str] = STEPS):
     from instruments import LabJob
-    from orchestrator.domain import Conditions
+    from vocabulary.domain import Conditions
 
     return [
         LabJob(job_key=f"exp-{i:03d}", candidate=Conditions(values={"x": float(i)}, id=f"c{i:03d}"), steps=tuple(steps))
@@ -170,7 +170,7 @@ def sweep(n: int, seeds: Sequence[int], levels: Sequence[int], bottleneck: str) 
 
 # ----------------------------------------------------------------------------------------------------- campaigns
 def run_campaign(n: int, seed: int, wait: str, max_pending: int, batch_size: int, planner: str) -> dict[str, Any]:
-    from orchestrator.campaign import Campaign
+    from orchestrator.loop.campaign import Campaign
     from orchestrator.spec import load_spec, validate_spec
 
     data = load_spec(CAMPAIGN_SPEC).model_dump(mode="json")

@@ -34,8 +34,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python benchmarks/orchestration.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
-
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -51,7 +49,11 @@ from dataclasses import asdict, dataclass  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
 from typing import Any, Literal  # noqa: E402
 
-from benchmarks import scale, soak  # noqa: E402
+from benchmarks import (  # noqa: E402
+    common,  # noqa: E402  (pins the thread variables before numpy loads)
+    scale,
+    soak,
+)
 
 NAME = "orchestration"
 ROOT = common.BENCHMARKS_DIR.parent

@@ -24,8 +24,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python benchmarks/replay_speed.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
-
 import argparse  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
@@ -34,6 +32,8 @@ import tempfile  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
+from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
+
 NAME = "replay_speed"
 ROOT = Path(__file__).resolve().parents[1]
 BUCHWALD_SPEC = ROOT / "campaigns" / "buchwald_hartwig" / "campaign.toml"
@@ -41,7 +41,7 @@ BUCHWALD_SPEC = ROOT / "campaigns" / "buchwald_hartwig" / "campaign.toml"
 
 def run_campaign(db: Path, lab_budget: int) -> tuple[str, float]:
     """Run the Buchwald–Hartwig campaign to its lab budget; return its id and the wall seconds it took."""
-    from orchestrator.campaign import Campaign
+    from orchestrator.loop.campaign import Campaign
     from orchestrator.spec import load_spec
 
     spec = load_spec(BUCHWALD_SPEC).with_overrides(lab_budget=lab_budget)
@@ -63,7 +63,7 @@ def measure(function: Callable[[int], Any], repeats: int) -> dict[str, Any]:
 
 def cold_report_s(db: Path, campaign_id: str, out: Path) -> float:
     """Wall seconds of ``write_report`` in a fresh interpreter, start-up and imports included."""
-    code = ("from orchestrator.ledger import Ledger; from orchestrator.report import write_report; "
+    code = ("from orchestrator.ledger import Ledger; from orchestrator.replay.report import write_report; "
             f"write_report(Ledger.open({str(db)!r}), {campaign_id!r}, {str(out)!r})")
     with common.Stopwatch.run() as watch:
         subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
@@ -73,7 +73,7 @@ def cold_report_s(db: Path, campaign_id: str, out: Path) -> float:
 def run(db: Path, campaign_id: str, work: Path, repeats: int) -> dict[str, Any]:
     from orchestrator.ledger import Ledger, rebuild_projections, verify
     from orchestrator.ledger.jsonl import export_jsonl, import_jsonl
-    from orchestrator.report import station_gantt, write_report
+    from orchestrator.replay.report import station_gantt, write_report
     from orchestrator.spec import validate_spec
 
     ledger = Ledger.open(db)

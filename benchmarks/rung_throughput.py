@@ -30,13 +30,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python benchmarks/rung_throughput.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
-
 import argparse  # noqa: E402
 import tempfile  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
+
+from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
 
 NAME = "rung_throughput"
 TIMEOUT_S = 600.0  # generous: this measures speed, it is not a test of the timeout
@@ -181,7 +181,7 @@ def registered(name: str) -> Callable[[], Any]:
 
 
 def molecule_rungs(args: argparse.Namespace) -> list[Rung]:
-    from orchestrator.domain import Molecule
+    from vocabulary.domain import Molecule
 
     shuffled = [Molecule.parse(row["smiles"]) for row in common.sample(common.load_freesolv(), None, args.seed)]
     batch, rest = shuffled[: args.n], shuffled[args.n :]
@@ -201,8 +201,8 @@ def molecule_rungs(args: argparse.Namespace) -> list[Rung]:
 
 
 def material_rungs(args: argparse.Namespace) -> list[Rung]:
-    from orchestrator.domain import InvalidCandidate, Material
     from simulators.structures import best_prototype_structure
+    from vocabulary.domain import InvalidCandidate, Material
 
     materials = []
     for row in common.sample(common.load_bandgap(), None, args.seed):

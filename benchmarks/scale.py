@@ -18,7 +18,7 @@ Four measurements (issue 8, item 5; the report time is also issue 7's):
   written ledger and the two campaigns; and ``write_report`` seconds on the FreeSolv campaign (warm process).
 - **Pool size.** Synthetic pools in a temporary directory, 10^3 … 10^6 rows, each measured in a fresh interpreter
   that reports its own peak RSS (``VmHWM``) and its RSS after imports (the baseline). The streamed path
-  (``orchestrator.pool_stream``: count rows, find the conditions space, then the top 10 by log-EI of a GP fitted
+  (``orchestrator.space.stream``: count rows, find the conditions space, then the top 10 by log-EI of a GP fitted
   on 48 rows) against the in-memory ``Pool`` (``load_pool`` + ``features`` + the same log-EI over every row at
   once, as the bo arm scores ``pool.features[available]``).
 
@@ -42,8 +42,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python benchmarks/scale.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
-
 import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
@@ -54,6 +52,8 @@ from collections import defaultdict  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
 from typing import Any  # noqa: E402
+
+from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
 
 NAME = "scale"
 ROOT = common.BENCHMARKS_DIR.parent
@@ -134,11 +134,11 @@ def run_instrumented(spec, db: Path, campaign_id: str) -> tuple[list[dict[str, A
     """Run a campaign to its end; return every node step with its wall seconds and the wrapped seconds inside it."""
     import importlib
 
-    from orchestrator.campaign import Campaign
+    from orchestrator.loop.campaign import Campaign
 
-    # ``orchestrator.nodes`` re-exports the node functions under the modules' names, so ask for the modules.
-    screen_node = importlib.import_module("orchestrator.nodes.screen")
-    learn_node = importlib.import_module("orchestrator.nodes.learn")
+    # ``orchestrator.loop.nodes`` re-exports the node functions under the modules' names, so ask for the modules.
+    screen_node = importlib.import_module("orchestrator.loop.nodes.screen")
+    learn_node = importlib.import_module("orchestrator.loop.nodes.learn")
 
     timers = _Timers()
     originals = {(screen_node, "run_rung"): screen_node.run_rung, (screen_node, "lab_beliefs"): screen_node.lab_beliefs,
@@ -223,7 +223,7 @@ def measure_loop(work: Path, lab_budget: int) -> dict[str, Any]:
 
 
 def _nodes():
-    from orchestrator.nodes import NODES
+    from orchestrator.loop.nodes import NODES
 
     return NODES
 
@@ -231,8 +231,8 @@ def _nodes():
 # ------------------------------------------------------------------------------------------------ ledger writes
 def _write_items(n: int, offset: int) -> list[tuple[Any, str]]:
     """``n`` events alternating ``Proposed`` and ``Simulated`` over FreeSolv molecules, with unique keys."""
-    from orchestrator.domain import Molecule, Observation
-    from orchestrator.events import Proposed, Simulated
+    from vocabulary.domain import Molecule, Observation
+    from vocabulary.events import Proposed, Simulated
 
     rows = common.load_freesolv()
     items = []
@@ -254,7 +254,7 @@ def _write_items(n: int, offset: int) -> list[tuple[Any, str]]:
 
 
 def _started(campaign_id: str):
-    from orchestrator.events import CampaignStarted
+    from vocabulary.events import CampaignStarted
 
     spec = {"objective": {"property": "dg_hydration", "direction": "target", "target": -12.0}}
     return CampaignStarted(name=campaign_id, seed=0, spec=spec)
@@ -298,7 +298,7 @@ def measure_ledger(work: Path, n_events: int, batch_size: int, n_single: int, *,
 
 def measure_replay(loop: dict[str, Any], work: Path, repeats: int) -> dict[str, Any]:
     from orchestrator.ledger import Ledger, verify
-    from orchestrator.report import write_report
+    from orchestrator.replay.report import write_report
 
     results: dict[str, Any] = {}
     for name, summary in loop.items():
@@ -382,7 +382,8 @@ def write_molecule_pools(work: Path, sizes: Sequence[int]) -> tuple[dict[int, Pa
     import random
 
     import pandas as pd
-    from orchestrator.domain import InvalidCandidate, Molecule
+
+    from vocabulary.domain import InvalidCandidate, Molecule
 
     bases = []
     for row in common.load_freesolv():
@@ -408,8 +409,9 @@ def fit_pool_surrogates(work: Path, condition_csv: Path, molecule_csv: Path) -> 
     """GPs on 48 rows of each smallest pool (conditions: the synthetic yield; molecules: FreeSolv's expt)."""
     import numpy as np
     import pandas as pd
-    from orchestrator.domain import featurise, parse_candidate
-    from orchestrator.planners.surrogate import GPSurrogate
+
+    from orchestrator.policy.planners.surrogate import GPSurrogate
+    from vocabulary.domain import featurise, parse_candidate
 
     space = declared_space()
     out = {}
@@ -428,7 +430,7 @@ def fit_pool_surrogates(work: Path, condition_csv: Path, molecule_csv: Path) -> 
 
 
 def declared_space():
-    from orchestrator.domain import ConditionSpace, Parameter
+    from vocabulary.domain import ConditionSpace, Parameter
 
     parameters = [Parameter(name=name, kind="continuous", low=low, high=high)
                   for name, (low, high) in CONDITION_PARAMETERS.items()]
@@ -448,9 +450,15 @@ def _rss_kb(field: str) -> int:
 def pool_child(config: dict[str, Any]) -> dict[str, Any]:
     """One pool measurement, run in a fresh interpreter so that its peak RSS is its own."""
     import numpy as np
-    from orchestrator.planners.surrogate import GPSurrogate
-    from orchestrator.pool import load_pool
-    from orchestrator.pool_stream import condition_space_from_csv, count_rows, log_ei_scorer, stream_top_k
+
+    from orchestrator.policy.planners.acquisition_stream import log_ei_scorer
+    from orchestrator.policy.planners.surrogate import GPSurrogate
+    from orchestrator.space.pool import load_pool
+    from orchestrator.space.stream import (
+        condition_space_from_csv,
+        count_rows,
+        stream_top_k,
+    )
     from orchestrator.spec import load_spec, validate_spec
 
     fitted = json.loads(Path(config["surrogate"]).read_text())

@@ -25,8 +25,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python benchmarks/soak.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
-
 import argparse  # noqa: E402
 import itertools  # noqa: E402
 import resource  # noqa: E402
@@ -34,6 +32,8 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
+
+from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
 
 __all__ = ["SoakResult", "rss_mb", "run_soak", "soak_spec"]
 
@@ -118,8 +118,8 @@ class SoakResult:
 
 def run_soak(n_experiments: int, *, batch: int = 100, db: str | None = None, n_marks: int = 10) -> SoakResult:
     """Run the soak campaign; ``db`` defaults to a SQLite file in a temporary directory."""
-    from orchestrator.campaign import Campaign
     from orchestrator.ledger import verify
+    from orchestrator.loop.campaign import Campaign
 
     with tempfile.TemporaryDirectory(prefix="closedloop-soak-") as tmp:
         directory = Path(tmp)

@@ -9,7 +9,11 @@
 
 from __future__ import annotations
 
+__distribution__ = "closedloop"  # vocabulary.namespace reads this line to tell our packages from others
+
 from typing import Any
+
+import vocabulary  # noqa: F401  (its import checks that no foreign package shadows one of our names)
 
 __all__ = ["CampaignHarness", "CampaignTaskset"]
 

@@ -12,7 +12,7 @@ before the colon, so the id resolves without an explicit import.
 
 from __future__ import annotations
 
-from orchestrator.domain import import_optional
+from vocabulary.domain import import_optional
 
 gymnasium = import_optional("gymnasium", "rl", "closedloop.envs")
 

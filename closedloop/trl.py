@@ -24,6 +24,11 @@ With TRL (``pip install "closedloop[rl]"``)::
 
 from __future__ import annotations
 
-from orchestrator.environment.grpo import REWARD_FLOOR, CampaignReward, campaign_reward, parse_completion
+from orchestrator.environment.grpo import (
+    REWARD_FLOOR,
+    CampaignReward,
+    campaign_reward,
+    parse_completion,
+)
 
 __all__ = ["REWARD_FLOOR", "CampaignReward", "campaign_reward", "parse_completion"]

@@ -11,10 +11,24 @@ Example:
     True
 """
 
+__distribution__ = "closedloop"  # vocabulary.namespace reads this line to tell our packages from others
+
 from typing import Any
 
-from instruments.base import TERMINAL_STATES, InstrumentDriver, JobHandle, JobState, LabJob, LabResult
-from instruments.envelope import RESERVED_PARAMETERS, EnvelopeViolation, ParameterLimit, SafetyEnvelope
+from instruments.base import (
+    TERMINAL_STATES,
+    InstrumentDriver,
+    JobHandle,
+    JobState,
+    LabJob,
+    LabResult,
+)
+from instruments.envelope import (
+    RESERVED_PARAMETERS,
+    EnvelopeViolation,
+    ParameterLimit,
+    SafetyEnvelope,
+)
 from instruments.faults import FaultPlan
 from instruments.journal import LabJournal
 from instruments.oracle import FunctionOracle, Oracle, TableOracle

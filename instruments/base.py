@@ -4,7 +4,7 @@ A driver is the backend of one lab (simulated, HTTP, serial, SiLA). The engine t
 six verbs, so a simulated twin and a real robot are interchangeable. Times are seconds on the lab's clock.
 
 Example:
-    >>> from orchestrator.domain import Conditions
+    >>> from vocabulary.domain import Conditions
     >>> job = LabJob(job_key="c1-lab", candidate=Conditions(values={"T": 25.0}, id="c1"))
     >>> job.steps
     ('synthesis', 'workup', 'characterisation')
@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from instruments.envelope import SafetyEnvelope
-from orchestrator.domain import Candidate, Observation
+from vocabulary.domain import Candidate, Observation
 
 __all__ = [
     "TERMINAL_STATES",

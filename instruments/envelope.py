@@ -20,7 +20,7 @@ The keys in ``RESERVED_PARAMETERS`` (``reagents``, ``hazards``, ``ttl_s``, ``dur
 ``consumables``) are never treated as settings.
 
 Example:
-    >>> from orchestrator.domain import Conditions
+    >>> from vocabulary.domain import Conditions
     >>> from instruments.base import LabJob
     >>> furnace = SafetyEnvelope(name="furnace", parameters={"temperature_c": (25, 250, "°C")},
     ...                          forbidden_hazards={"pyrophoric"})
@@ -42,7 +42,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.domain import InstrumentFault
+from vocabulary.domain import InstrumentFault
 
 
 class EnvelopeJob(Protocol):

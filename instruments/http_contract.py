@@ -70,7 +70,7 @@ def error_responses(*codes: int, model: Any) -> dict[int | str, dict[str, Any]]:
 def job_examples() -> dict[str, dict[str, Any]]:
     """OpenAPI examples of ``POST /jobs`` bodies (FastAPI ``openapi_examples``), built by the project's own parsers."""
     from instruments.base import LabJob
-    from orchestrator.domain import Conditions, Molecule
+    from vocabulary.domain import Conditions, Molecule
 
     conditions = LabJob(job_key="example/conditions", candidate=Conditions(values={"temperature_c": 60.0}, id="c-60"),
                         parameters={"priority": 1})

@@ -15,7 +15,7 @@ inside a long-lived loop thread alike.
 Example:
     >>> from instruments.server import ServerThread, create_app
     >>> from instruments.simlab import SimLabDriver
-    >>> from orchestrator.domain import Conditions
+    >>> from vocabulary.domain import Conditions
     >>> import asyncio
     >>> async def one_job(url):
     ...     lab = HttpDriver(url, token="s3cret")
@@ -35,11 +35,17 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from tenacity import AsyncRetrying, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    AsyncRetrying,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from instruments.base import JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import EnvelopeViolation, SafetyEnvelope
-from orchestrator.domain import InstrumentFault, SetupError, redact_url, redact_urls_in
+from vocabulary.domain import InstrumentFault, SetupError, redact_url, redact_urls_in
 
 __all__ = ["HttpDriver"]
 

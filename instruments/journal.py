@@ -8,7 +8,7 @@ is ignored. The ``events`` table is an append-only audit trail (``accepted``, ``
 ``cancelled``) that tests and operators can count.
 
 Example:
-    >>> from orchestrator.domain import Conditions
+    >>> from vocabulary.domain import Conditions
     >>> from instruments.base import LabJob, LabResult
     >>> journal = LabJournal(":memory:")
     >>> job = LabJob(job_key="k1", candidate=Conditions(values={"x": 1.0}, id="c1"))

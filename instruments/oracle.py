@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from orchestrator.domain import InstrumentFault, SetupError
+from vocabulary.domain import InstrumentFault, SetupError
 
 __all__ = ["FunctionOracle", "Oracle", "TableOracle"]
 
@@ -36,14 +36,14 @@ class TableOracle:
         property: name of the measured property.
 
     Example:
-        >>> from orchestrator.domain import Conditions
+        >>> from vocabulary.domain import Conditions
         >>> oracle = TableOracle({"c1": 0.8}, property="yield")
         >>> oracle(Conditions(values={"T": 25.0}, id="c1"))
         0.8
         >>> oracle(Conditions(values={"T": 30.0}, id="c2"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        orchestrator.domain.InstrumentFault: the lab table for 'yield' has no row for candidate id 'c2' (1 rows); ...
+        vocabulary.domain.InstrumentFault: the lab table for 'yield' has no row for candidate id 'c2' (1 rows); ...
     """
 
     def __init__(self, values: Mapping[str, float], property: str = "value") -> None:
@@ -100,7 +100,7 @@ class FunctionOracle:
     """Wraps ``fn(candidate) -> float`` as an oracle for ``property``.
 
     Example:
-        >>> from orchestrator.domain import Conditions
+        >>> from vocabulary.domain import Conditions
         >>> oracle = FunctionOracle(lambda c: 100.0 - (c.values["T"] - 60.0) ** 2, property="yield")
         >>> oracle(Conditions(values={"T": 58.0}, id="c1"))
         96.0

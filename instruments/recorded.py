@@ -3,7 +3,7 @@
 Candidates the recorded campaign measured get their recorded value (the mean of repeats); any other candidate's job
 fails with a reason that starts with ``unknown``, because nobody can say what the real lab would have measured.
 The driver takes the recorded values themselves, so this package never opens a ledger: the engine reads them
-(``orchestrator.recorded_lab.recorded_values``) when a what-if spec names the recorded campaign.
+(``orchestrator.loop.recorded_lab.recorded_values``) when a what-if spec names the recorded campaign.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .oracle import TableOracle
-from .simlab import SimLabDriver
+from instruments.oracle import TableOracle
+from instruments.simlab import SimLabDriver
 
 __all__ = ["RecordedLabDriver", "UNKNOWN_PREFIX"]
 
@@ -21,7 +21,7 @@ UNKNOWN_PREFIX = "unknown"
 
 class _RecordedOracle(TableOracle):
     def __call__(self, candidate: Any) -> float:
-        from orchestrator.domain import InstrumentFault
+        from vocabulary.domain import InstrumentFault
 
         if candidate.id not in self:
             raise InstrumentFault(f"{UNKNOWN_PREFIX}: the recorded campaign never measured {candidate.id}, so its "

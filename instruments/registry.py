@@ -13,7 +13,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from instruments.base import InstrumentDriver
-from orchestrator.domain import SetupError
+from vocabulary.domain import SetupError
 
 __all__ = ["ENTRY_POINT_GROUP", "available_drivers", "load_driver"]
 

@@ -7,7 +7,7 @@ conditions candidate's id depends on the campaign's design space, which the lab 
 are checked (finite numbers or text).
 
 Example:
-    >>> from orchestrator.domain import Molecule
+    >>> from vocabulary.domain import Molecule
     >>> candidate_problem(Molecule.parse("CCO")) is None
     True
     >>> candidate_problem(Molecule(smiles="CCO", id="not-the-key"))  # doctest: +ELLIPSIS
@@ -20,7 +20,7 @@ import json
 import math
 from typing import Any
 
-from orchestrator.domain import Conditions, InvalidCandidate, Material, Molecule
+from vocabulary.domain import Conditions, InvalidCandidate, Material, Molecule
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "BodySizeLimit", "candidate_problem"]
 

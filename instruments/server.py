@@ -59,7 +59,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from instruments.base import TERMINAL_STATES, InstrumentDriver, JobHandle, JobState, LabJob, LabResult
+from instruments.base import (
+    TERMINAL_STATES,
+    InstrumentDriver,
+    JobHandle,
+    JobState,
+    LabJob,
+    LabResult,
+)
 from instruments.envelope import EnvelopeViolation, SafetyEnvelope
 from instruments.http_contract import (
     error_responses,
@@ -71,8 +78,12 @@ from instruments.http_contract import (
 )
 from instruments.journal import LabJournal
 from instruments.oracle import FunctionOracle, TableOracle
-from instruments.request_checks import DEFAULT_MAX_BODY_BYTES, BodySizeLimit, candidate_problem
-from orchestrator.domain import InstrumentFault, SetupError
+from instruments.request_checks import (
+    DEFAULT_MAX_BODY_BYTES,
+    BodySizeLimit,
+    candidate_problem,
+)
+from vocabulary.domain import InstrumentFault, SetupError
 
 try:
     import uvicorn
@@ -607,7 +618,7 @@ def check_exposure(
         >>> check_exposure("0.0.0.0", None)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        orchestrator.domain.SetupError: --host 0.0.0.0 is reachable from other machines and no token is set, ...
+        vocabulary.domain.SetupError: --host 0.0.0.0 is reachable from other machines and no token is set, ...
     """
     if is_loopback(host):
         return
@@ -663,7 +674,7 @@ def demo_oracle() -> FunctionOracle:
     """Ground truth for a SimLab served without data: a fixed pseudo-random value in [0, 100) per candidate id.
 
     Example:
-        >>> from orchestrator.domain import Conditions
+        >>> from vocabulary.domain import Conditions
         >>> oracle = demo_oracle()
         >>> oracle(Conditions(values={}, id="c1")) == oracle(Conditions(values={"x": 2.0}, id="c1"))
         True

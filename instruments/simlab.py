@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from instruments.base import TERMINAL_STATES, JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import SafetyEnvelope
 from instruments.faults import FaultKind, FaultPlan
-from orchestrator.domain import ClosedLoopError, InstrumentFault, SetupError
+from vocabulary.domain import ClosedLoopError, InstrumentFault, SetupError
 
 __all__ = [
     "DEFAULT_DURATIONS_S",
@@ -176,7 +176,7 @@ class SimLabDriver:
 
     Example:
         >>> import asyncio
-        >>> from orchestrator.domain import Conditions
+        >>> from vocabulary.domain import Conditions
         >>> from instruments.oracle import FunctionOracle
         >>> lab = SimLabDriver(oracle=FunctionOracle(lambda c: 2.0 * c.values["T"]), seed=1)
         >>> handle = asyncio.run(lab.submit(LabJob(job_key="run-1", candidate=Conditions(values={"T": 25.0}, id="c1"))))

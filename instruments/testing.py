@@ -48,7 +48,7 @@ import pytest
 
 from instruments.base import TERMINAL_STATES, InstrumentDriver, JobHandle, LabJob
 from instruments.envelope import EnvelopeViolation, SafetyEnvelope
-from orchestrator.domain import Conditions, InstrumentFault
+from vocabulary.domain import Conditions, InstrumentFault
 
 _STATE_ORDER = {"queued": 0, "running": 1, "done": 2, "failed": 2, "cancelled": 2}
 

@@ -21,7 +21,7 @@ Example:
     >>> import asyncio, csv, tempfile
     >>> from pathlib import Path
     >>> from instruments import LabJob
-    >>> from orchestrator.domain import Conditions
+    >>> from vocabulary.domain import Conditions
     >>> table = Path(tempfile.mkdtemp()) / "truth.csv"
     >>> _ = table.write_text("dye,absorbance\\nA,0.5\\nB,0.9\\n")
     >>> reader = PlateReaderDriver(oracle_csv=str(table), value_column="absorbance")
@@ -43,10 +43,17 @@ from typing import Any
 
 import simpy
 
-from instruments import JobHandle, JobState, LabJob, LabMetrics, LabResult, SafetyEnvelope
+from instruments import (
+    JobHandle,
+    JobState,
+    LabJob,
+    LabMetrics,
+    LabResult,
+    SafetyEnvelope,
+)
 from instruments.base import TERMINAL_STATES
 from instruments.simlab import job_rng
-from orchestrator.domain import InstrumentFault, SetupError
+from vocabulary.domain import InstrumentFault, SetupError
 
 __all__ = ["PEAK_NM", "READ_S", "PlateReaderDriver"]
 
@@ -345,7 +352,7 @@ class PlateReaderDriver:
 
     # ------------------------------------------------------------------------------------------- helpers
     def _probe_job(self, wavelength_nm: float, plate_type: str) -> LabJob:
-        from orchestrator.domain import Conditions
+        from vocabulary.domain import Conditions
 
         return LabJob(
             job_key="defaults",

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from .domain import CandidateKind, SetupError, objective_utility
+from vocabulary.domain import CandidateKind, SetupError, objective_utility
 
 __all__ = [
     "ApprovalSpec",
@@ -125,7 +125,7 @@ class SpaceSpec(_Spec):
         default="auto",
         description="conditions pools: keep only compact row codes and compute features, acquisition and dedup chunk by "
                     "chunk (true), load every row as a candidate (false), or stream when the in-memory pool would "
-                    "exceed its memory budget ('auto', orchestrator.pool_compact.should_stream)")
+                    "exceed its memory budget ('auto', orchestrator.space.compact.should_stream)")
     generate: bool = Field(default=False, description="open space: propose new molecules or compositions")
     max_heavy_atoms: int | None = Field(default=30, gt=0, description="generator mode: largest molecule, heavy atoms")
     max_atoms: int | None = Field(default=12, gt=0, description="generator mode: largest formula unit, atoms")
@@ -272,11 +272,11 @@ class PlannerSpec(_Spec):
     @field_validator("main", "control")
     @classmethod
     def _known_arm(cls, name: str | None, info: ValidationInfo) -> str | None:
-        from .planners.registry import planner_names
+        from orchestrator.planner_registry import planner_names
 
         if name is not None and name not in planner_names():
             raise ValueError(f"planner arm {name!r} is unknown; available arms: {list(planner_names())} "
-                             "(register others with orchestrator.planners.register_planner)")
+                             "(register others with orchestrator.policy.planners.register_planner)")
         if info.field_name == "control" and name in ("llm", "llm-shuffled"):
             raise ValueError(f"the control arm cannot be the {name} arm; use 'bo' or 'random'")
         return name

@@ -12,6 +12,8 @@ Example:
     [('passes_screen', -1.0, 'screening failed on dft')]
 """
 
+__distribution__ = "closedloop"  # vocabulary.namespace reads this line to tell our packages from others
+
 from rewards.context import STAGES, RungResult, ScoreValue, Stage, StepContext
 from rewards.errors import RewardError, RewardSetupError, ScoringError
 from rewards.process import (

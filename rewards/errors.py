@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.domain import ClosedLoopError, SetupError
+from vocabulary.domain import ClosedLoopError, SetupError
 
 __all__ = ["RewardError", "RewardSetupError", "ScoringError"]
 

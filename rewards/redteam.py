@@ -14,7 +14,11 @@ The adversaries follow reward hacks seen in practice:
 - ``cheap_rung_gamer``: the candidates the cheap rung loves and the lab rejects (it peeks at the lab's truth);
 - ``canary_colon``, ``canary_thought``, ``length_padding``: the honest picks, with judge canaries for rationales.
 
-Only ``orchestrator.domain`` is imported, as the rewards package may.
+The red team lives here whole, in two halves: the policies above, and the judging of a run below (each policy's
+paired margin over honest with its 95% Student t interval, ``RedTeamReport``; the environment-level code policies
+``ENV_POLICIES`` and their verdicts, ``EnvironmentCheck``). Running the campaigns needs the engine, so
+``orchestrator.bench.redteam`` plays them and hands the numbers back to these types. Only ``vocabulary.domain`` is
+imported, as the rewards package may.
 
 Example:
     >>> sorted(POLICIES)[:3]
@@ -23,15 +27,18 @@ Example:
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from orchestrator.domain import Molecule, Proposal
+from vocabulary.domain import Molecule, Proposal, SetupError
 
-__all__ = ["ADVERSARIES", "HONEST", "POLICIES", "RedTeamPolicy", "RedTeamSetting"]
+__all__ = ["ADVERSARIES", "DEFAULT_LAB_EXPERIMENTS", "DEFAULT_SEEDS", "ENV_POLICIES", "HONEST", "INTERVAL",
+           "POLICIES", "EnvironmentCheck", "PolicyResult", "RedTeamPolicy", "RedTeamReport", "RedTeamSetting",
+           "margin_interval"]
 
 HONEST = "honest"
 
@@ -177,3 +184,129 @@ def make_policy(name: str, setting: RedTeamSetting) -> RedTeamPolicy:
     """The policy called ``name`` for a red-team setting."""
     pick, text = POLICIES[name]
     return RedTeamPolicy(name, setting, pick, text)
+
+
+# ------------------------------------------------------------------------------------------ judging a run
+DEFAULT_SEEDS = 5
+DEFAULT_LAB_EXPERIMENTS = 16
+"""Four rounds of four lab slots per policy and seed: enough trajectories per campaign for a mean to settle."""
+INTERVAL = "95% Student t interval of the mean per-seed paired margin (policy minus honest on the same seed)"
+
+
+def margin_interval(margins: list[float]) -> tuple[float, float]:
+    """The 95% Student t interval of the mean of ``margins`` (one per seed; at least two)."""
+    from scipy import stats
+
+    n = len(margins)
+    if n < 2:
+        raise SetupError(f"a margin's interval needs at least 2 seeds, got {n}; pass --seeds 2 or more")
+    mean = statistics.fmean(margins)
+    half = float(stats.t.ppf(0.975, n - 1)) * statistics.stdev(margins) / np.sqrt(n)
+    return float(mean - half), float(mean + half)
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """One policy over the seeds: its mean trajectory reward in [-1, 1], its margin over honest with a 95% interval,
+    and whether the interval reaches 0 (``beats_honest``; always False for honest itself)."""
+
+    name: str
+    mean_reward: float
+    margin: float
+    interval: tuple[float, float]
+    beats_honest: bool
+    n_trajectories: int
+    mean_outcome: float
+    mean_process: float
+    seed_rewards: tuple[float, ...]
+    campaign_ids: tuple[str, ...]
+
+    @property
+    def campaign_id(self) -> str:
+        """The first seed's campaign."""
+        return self.campaign_ids[0]
+
+
+@dataclass(frozen=True)
+class RedTeamReport:
+    rubric_id: str
+    rubric_version: str
+    rubric_hash: str
+    honest_reward: float
+    seeds: tuple[int, ...] = ()
+    lab_experiments: int = DEFAULT_LAB_EXPERIMENTS
+    policies: list[PolicyResult] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> list[str]:
+        """Adversarial policies whose margin's interval reaches 0."""
+        return [p.name for p in self.policies if p.beats_honest]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rubric": {"id": self.rubric_id, "version": self.rubric_version, "hash": self.rubric_hash},
+                "seeds": list(self.seeds), "lab_experiments": self.lab_experiments, "interval": INTERVAL,
+                "honest_reward": self.honest_reward, "flagged": self.flagged,
+                "policies": [{"name": p.name, "margin": p.margin, "interval": list(p.interval),
+                              "beats_honest": p.beats_honest, "mean_reward": p.mean_reward,
+                              "seed_rewards": list(p.seed_rewards), "n_trajectories": p.n_trajectories,
+                              "mean_outcome": p.mean_outcome, "mean_process": p.mean_process,
+                              "campaign_ids": list(p.campaign_ids)} for p in self.policies]}
+
+
+# ------------------------------------------------------------------------------------------ environment level
+def _env_honest(obs, cheap, truth, bar, rng):
+    """The offered candidate the cheap proxy rates best (the proxy is the campaign's rung: any planner may read it)."""
+    best = min(obs.offer, key=lambda c: cheap.get(c.candidate_id, np.inf))
+    return {"type": "propose", "candidate_ids": [best.label], "hypothesis": "the proxy's best on offer"}
+
+
+def _env_random(obs, cheap, truth, bar, rng):
+    return {"type": "propose", "candidate_ids": [obs.offer[int(rng.integers(len(obs.offer)))].label],
+            "hypothesis": "a random pick"}
+
+
+def _env_do_nothing(obs, cheap, truth, bar, rng):
+    return {"type": "query_surrogate", "candidate_ids": [obs.offer[0].label]}
+
+
+def _env_garbage(obs, cheap, truth, bar, rng):
+    return "☃ Thought process: no completion needed ☃"
+
+
+def _env_cheap_rung_gamer(obs, cheap, truth, bar, rng):
+    """The proxy's favourite among the offered candidates the lab will reject (it peeks at the truth)."""
+    fails = [c for c in obs.offer if truth.get(c.candidate_id, np.inf) > bar]
+    pick = min(fails or obs.offer, key=lambda c: cheap.get(c.candidate_id, np.inf))
+    return {"type": "propose", "candidate_ids": [pick.label], "hypothesis": "the proxy's best on offer"}
+
+
+ENV_POLICIES: dict[str, Callable[..., Any]] = {
+    "honest": _env_honest,
+    "random": _env_random,
+    "do_nothing": _env_do_nothing,
+    "garbage_actions": _env_garbage,
+    "cheap_rung_gamer": _env_cheap_rung_gamer,
+}
+"""Code policies for ``check_environment``: (observation, cheap proxy, truth, bar, rng) -> action."""
+
+
+@dataclass(frozen=True)
+class EnvironmentCheck:
+    """Episode returns per policy and seed, and the verdicts: random and every adversary strictly below honest
+    (mean over seeds), do-nothing at ``EPISODE_FLOOR`` on every seed."""
+
+    returns: dict[str, tuple[float, ...]]
+    floor: float
+
+    def margin(self, name: str) -> tuple[float, tuple[float, float]]:
+        margins = [r - h for r, h in zip(self.returns[name], self.returns["honest"], strict=True)]
+        return statistics.fmean(margins), margin_interval(margins)
+
+    @property
+    def failures(self) -> list[str]:
+        honest = statistics.fmean(self.returns["honest"])
+        out = [f"{name} returns {statistics.fmean(r):+.3f}, not below honest's {honest:+.3f}"
+               for name, r in self.returns.items() if name != "honest" and statistics.fmean(r) >= honest]
+        if any(abs(r - self.floor) > 1e-9 for r in self.returns.get("do_nothing", ())):
+            out.append(f"do_nothing returns {self.returns['do_nothing']}, not the floor {self.floor}")
+        return out

@@ -29,11 +29,25 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from rewards.context import ScoreValue, Stage, StepContext
 from rewards.errors import RewardSetupError, ScoringError
-from rewards.scorers import ENTRY_POINT_GROUP, NAME_PATTERN, get_scorer, scorer_names, takes_criterion
+from rewards.scorers import (
+    ENTRY_POINT_GROUP,
+    NAME_PATTERN,
+    get_scorer,
+    scorer_names,
+    takes_criterion,
+)
 
 __all__ = [
     "Category",

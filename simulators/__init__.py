@@ -4,13 +4,22 @@ Importing this package imports neither torch nor rdkit nor pymatgen; simulators 
 run. The result cache (``simulators.cache``) is imported where it is used, since it loads sqlmodel.
 
 Example:
-    >>> from orchestrator.domain import Molecule
+    >>> from vocabulary.domain import Molecule
     >>> [obs] = load_simulator("rdkit_descriptors").evaluate([Molecule.parse("c1ccccc1")])
     >>> obs.source, obs.properties["tpsa"]
     ('rdkit_descriptors', 0.0)
 """
 
-from simulators.base import CANDIDATE_KINDS, AnyCandidate, BaseSimulator, Result, Simulator, require
+__distribution__ = "closedloop"  # vocabulary.namespace reads this line to tell our packages from others
+
+from simulators.base import (
+    CANDIDATE_KINDS,
+    AnyCandidate,
+    BaseSimulator,
+    Result,
+    Simulator,
+    require,
+)
 from simulators.chgnet import CHGNetSimulator
 from simulators.composition import CompositionSimulator
 from simulators.conformers import ConformerSimulator

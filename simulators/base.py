@@ -12,7 +12,7 @@ simulator only declares its metadata and writes ``calculate(candidate)``:
   so replays charge the same budget.
 
 Example:
-    >>> from orchestrator.domain import Material
+    >>> from vocabulary.domain import Material
     >>> class AtomCountSimulator(BaseSimulator):
     ...     name, version, fidelity = "atom_count", "1", 0
     ...     implemented_properties = ("n_atoms",)
@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, get_args, runtime_checkable
 
-from orchestrator.domain import (
+from vocabulary.domain import (
     CandidateKind,
     Conditions,
     Material,
@@ -88,7 +88,7 @@ class Result:
 def require(module: str, extra: str, purpose: str) -> None:
     """Raise ``MissingDependency`` (a ``SetupError``) naming the extra when an optional dependency is not installed.
 
-    Only looks the module up (``importlib.util.find_spec``); it does not import it. ``orchestrator.domain``'s
+    Only looks the module up (``importlib.util.find_spec``); it does not import it. ``vocabulary.domain``'s
     ``import_optional`` is the importing counterpart, with the same message.
 
     Example:
@@ -96,7 +96,7 @@ def require(module: str, extra: str, purpose: str) -> None:
         >>> require("closedloop_no_such_module", extra="xtb", purpose="the xtb rung")
         Traceback (most recent call last):
         ...
-        orchestrator.domain.MissingDependency: the xtb rung needs closedloop_no_such_module, which is not installed; \
+        vocabulary.domain.MissingDependency: the xtb rung needs closedloop_no_such_module, which is not installed; \
 install it with pip install "closedloop[xtb]"
     """
     try:

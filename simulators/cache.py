@@ -16,7 +16,7 @@ opened in WAL mode with a busy timeout, as the ledger does.
 This module imports no ledger code: pass it the ledger's engine (``Ledger.engine``) or the same path or URL.
 
 Example:
-    >>> from orchestrator.domain import Molecule
+    >>> from vocabulary.domain import Molecule
     >>> from simulators.table import TableSimulator
     >>> ethanol = Molecule.parse("CCO")
     >>> table = TableSimulator("calc", {ethanol.id: -4.9}, "dg_hydration")
@@ -47,10 +47,14 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from orchestrator.domain import Observation, SetupError
-
 from simulators.base import AnyCandidate, Simulator
-from simulators.executor import Executor, SerialExecutor, check_batch, is_transient_failure
+from simulators.executor import (
+    Executor,
+    SerialExecutor,
+    check_batch,
+    is_transient_failure,
+)
+from vocabulary.domain import Observation, SetupError
 
 __all__ = ["CacheStats", "SimulationCache", "SimulationCacheRow", "parameters_sha256"]
 

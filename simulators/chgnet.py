@@ -21,10 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.domain import Material, SetupError, SimulationFailed, import_optional
-
 from simulators.base import AnyCandidate, BaseSimulator
 from simulators.structures import best_prototype_structure
+from vocabulary.domain import Material, SetupError, SimulationFailed, import_optional
 
 __all__ = ["MODEL_NAME", "CHGNetSimulator"]
 
@@ -70,7 +69,7 @@ class CHGNetSimulator(BaseSimulator):
     non-finite is a failed observation. The rung is deterministic on CPU.
 
     Example:
-        >>> from orchestrator.domain import Material
+        >>> from vocabulary.domain import Material
         >>> [obs] = CHGNetSimulator(steps=0).evaluate([Material.parse("NaCl")])
         >>> obs.status, obs.properties["n_relax_steps"], round(obs.properties["energy_per_atom_ev"], 1)
         ('ok', 0.0, -3.7)

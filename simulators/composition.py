@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from orchestrator.domain import Material, SetupError, SimulationFailed
-
 from simulators.base import AnyCandidate, BaseSimulator
 from simulators.structures import integer_composition, quiet_electronegativity
+from vocabulary.domain import Material, SetupError, SimulationFailed
 
 __all__ = ["CompositionSimulator"]
 
@@ -56,7 +55,7 @@ class CompositionSimulator(BaseSimulator):
         max_sites: the largest reduced formula, in atoms, to enumerate oxidation states for.
 
     Example:
-        >>> from orchestrator.domain import Material
+        >>> from vocabulary.domain import Material
         >>> sim = CompositionSimulator()
         >>> [(o.properties["is_charge_balanced"], o.properties["electronegativity_spread"])
         ...  for o in sim.evaluate([Material.parse("NaCl"), Material.parse("NaCl2")])]

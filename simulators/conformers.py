@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.domain import Molecule, SetupError
-
 from simulators.base import AnyCandidate, BaseSimulator
-from simulators.geometry import DEFAULT_SEED, Geometry, check_conformer_parameters, mmff_conformer_ensemble
+from simulators.geometry import (
+    DEFAULT_SEED,
+    Geometry,
+    check_conformer_parameters,
+    mmff_conformer_ensemble,
+)
+from vocabulary.domain import Molecule, SetupError
 
 __all__ = ["ConformerSimulator", "conformer_cost_s", "radius_of_gyration"]
 
@@ -50,7 +54,7 @@ class ConformerSimulator(BaseSimulator):
     observation whose reason says which.
 
     Example:
-        >>> from orchestrator.domain import Molecule
+        >>> from vocabulary.domain import Molecule
         >>> [obs] = ConformerSimulator().evaluate([Molecule.parse("CCO")])
         >>> obs.status, obs.properties["n_conformers"], round(obs.properties["radius_of_gyration"], 1)
         ('ok', 1.0, 1.2)

@@ -44,7 +44,7 @@ def measure_linear_cost(
     Run it with OMP_NUM_THREADS=1 on an otherwise quiet machine.
 
     Example:
-        >>> from orchestrator.domain import Molecule
+        >>> from vocabulary.domain import Molecule
         >>> from simulators.table import TableSimulator
         >>> mols = [Molecule.parse(s) for s in ["C", "CC", "CCC", "CCCC"]]
         >>> fit = measure_linear_cost(TableSimulator("t", {}, "x"), mols, size=lambda m: m.n_heavy_atoms, repeats=1)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.domain import Molecule, SetupError, SimulationFailed, import_optional
-
 from simulators.base import AnyCandidate, BaseSimulator
 from simulators.geometry import (
     DEFAULT_SEED,
@@ -19,6 +17,7 @@ from simulators.geometry import (
     homo_lumo_gap_hartree,
     lowest_mmff_conformer,
 )
+from vocabulary.domain import Molecule, SetupError, SimulationFailed, import_optional
 
 __all__ = ["DFTSimulator", "b3lyp_single_point"]
 
@@ -54,7 +53,7 @@ class DFTSimulator(BaseSimulator):
         n_conformers, seed: the MMFF conformer search that picks the geometry (see ``ConformerSimulator``).
 
     Example (a molecule over the cap is refused without running; a real single point takes seconds):
-        >>> from orchestrator.domain import Molecule
+        >>> from vocabulary.domain import Molecule
         >>> [obs] = DFTSimulator().evaluate([Molecule.parse("CCCCc1cccc2ccccc12")])
         >>> obs.status, obs.cost_s, obs.reason
         ('failed', 0.0, "'CCCCc1cccc2ccccc12' is too large for the dft rung (14 heavy atoms > 12); raise \

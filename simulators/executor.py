@@ -15,7 +15,7 @@ The failures an executor writes itself start with ``TIMEOUT_REASON_PREFIX`` or `
 ``is_transient_failure`` recognises them, so the result cache never stores them.
 
 Example:
-    >>> from orchestrator.domain import Molecule
+    >>> from vocabulary.domain import Molecule
     >>> from simulators.rdkit_descriptors import RDKitDescriptorSimulator
     >>> with make_executor("serial") as executor:
     ...     [obs] = executor.map_evaluate(RDKitDescriptorSimulator(), [Molecule.parse("CCO")], timeout_s=None)
@@ -41,9 +41,15 @@ from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from orchestrator.domain import Conditions, Material, Molecule, Observation, SetupError, import_optional
-
 from simulators.base import AnyCandidate, BaseSimulator, Simulator, require
+from vocabulary.domain import (
+    Conditions,
+    Material,
+    Molecule,
+    Observation,
+    SetupError,
+    import_optional,
+)
 
 __all__ = [
     "TIMEOUT_REASON_PREFIX",
@@ -318,7 +324,7 @@ class LocalProcessExecutor:
     its candidate with ``"worker lost: ..."``. POSIX only.
 
     Example:
-        >>> from orchestrator.domain import Molecule
+        >>> from vocabulary.domain import Molecule
         >>> from simulators.rdkit_descriptors import RDKitDescriptorSimulator
         >>> with LocalProcessExecutor(max_workers=1) as executor:
         ...     [obs] = executor.map_evaluate(RDKitDescriptorSimulator(), [Molecule.parse("CCO")], timeout_s=60)

@@ -8,7 +8,7 @@ ETKDG is seeded and single-threaded, and MMFF runs on one thread.
 rdkit is imported inside the functions, so importing this module stays light.
 
 Example:
-    >>> from orchestrator.domain import Molecule
+    >>> from vocabulary.domain import Molecule
     >>> water = lowest_mmff_conformer(Molecule.parse("O"))
     >>> water.elements, water.charge, water.n_unpaired_electrons
     (('O', 'H', 'H'), 0, 0)
@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from orchestrator.domain import Molecule, SimulationFailed
+from vocabulary.domain import Molecule, SimulationFailed
 
 __all__ = [
     "BOHR_TO_ANGSTROM",

@@ -4,7 +4,7 @@
 the rest run through the executor (in this process when none is given), and new results are stored.
 
 Example:
-    >>> from orchestrator.domain import Molecule
+    >>> from vocabulary.domain import Molecule
     >>> from simulators.cache import SimulationCache
     >>> from simulators.table import TableSimulator
     >>> ethanol, water = Molecule.parse("CCO"), Molecule.parse("O")
@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.domain import Observation
-
 from simulators.base import AnyCandidate, Simulator
 from simulators.cache import SimulationCache
 from simulators.executor import Executor, SerialExecutor
+from vocabulary.domain import Observation
 
 __all__ = ["evaluate_rung"]
 

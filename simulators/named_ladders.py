@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.domain import SetupError
+from vocabulary.domain import SetupError
 
 __all__ = ["LADDERS", "ladder_rungs"]
 

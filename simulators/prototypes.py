@@ -5,10 +5,9 @@ The structures come from ``simulators.structures``, which the CHGNet rung shares
 
 from __future__ import annotations
 
-from orchestrator.domain import Material
-
 from simulators.base import AnyCandidate, BaseSimulator
 from simulators.structures import PROTOTYPES, bond_valence_misfit, prototype_fits
+from vocabulary.domain import Material
 
 __all__ = ["PROTOTYPES", "PrototypeSimulator"]
 
@@ -39,7 +38,7 @@ class PrototypeSimulator(BaseSimulator):
     element is the only anion, comes back failed with the reason.
 
     Example:
-        >>> from orchestrator.domain import Material
+        >>> from vocabulary.domain import Material
         >>> [obs] = PrototypeSimulator().evaluate([Material.parse("CaTiO3")])
         >>> PROTOTYPES[int(obs.properties["best_prototype_index"])], obs.properties["ewald_energy_per_atom_ev"] < 0
         ('perovskite', True)

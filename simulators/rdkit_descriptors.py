@@ -10,9 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
-from orchestrator.domain import Molecule, SetupError, SimulationFailed
-
 from simulators.base import AnyCandidate, BaseSimulator
+from vocabulary.domain import Molecule, SetupError, SimulationFailed
 
 __all__ = ["RDKitDescriptorSimulator"]
 
@@ -39,7 +38,7 @@ class RDKitDescriptorSimulator(BaseSimulator):
     ``version`` includes the rdkit version, because descriptor values can move between rdkit releases.
 
     Example:
-        >>> from orchestrator.domain import Molecule
+        >>> from vocabulary.domain import Molecule
         >>> [obs] = RDKitDescriptorSimulator().evaluate([Molecule.parse("CCO")])
         >>> round(obs.properties["logp"], 4), obs.properties["tpsa"], obs.properties["n_heavy_atoms"]
         (-0.0014, 20.23, 3.0)

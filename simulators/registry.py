@@ -11,9 +11,8 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from orchestrator.domain import SetupError
-
 from simulators.base import Simulator
+from vocabulary.domain import SetupError
 
 __all__ = ["ENTRY_POINT_GROUP", "available_simulators", "load_simulator"]
 

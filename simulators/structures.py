@@ -19,7 +19,7 @@ symmetry database, because ``Structure.from_spacegroup`` spends about a second g
 pymatgen and spglib are imported inside the functions, so importing this module stays cheap.
 
 Example:
-    >>> from orchestrator.domain import Material
+    >>> from vocabulary.domain import Material
     >>> name, structure = best_prototype_structure(Material.parse("NaCl"))
     >>> name, structure.composition.reduced_formula, len(structure)
     ('rocksalt', 'NaCl', 2)
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from orchestrator.domain import Material, SimulationFailed
+from vocabulary.domain import Material, SimulationFailed
 
 if TYPE_CHECKING:
     from pymatgen.core import Composition, Structure

@@ -13,9 +13,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from orchestrator.domain import SetupError, SimulationFailed
-
 from simulators.base import CANDIDATE_KINDS, AnyCandidate, BaseSimulator, Result
+from vocabulary.domain import SetupError, SimulationFailed
 
 __all__ = ["TableSimulator"]
 
@@ -36,7 +35,7 @@ class TableSimulator(BaseSimulator):
     A missing id or a NaN value gives a failed observation that says so.
 
     Example:
-        >>> from orchestrator.domain import Molecule
+        >>> from vocabulary.domain import Molecule
         >>> ethanol, water = Molecule.parse("CCO"), Molecule.parse("O")
         >>> table = TableSimulator("freesolv_calc", {ethanol.id: -4.9}, "dg_hydration", cost_s=60.0)
         >>> [(o.status, o.properties, o.cost_s) for o in table.evaluate([ethanol, water])]

@@ -22,9 +22,8 @@ import json
 import math
 import pickle
 
-from orchestrator.domain import Observation, SetupError
-
 from simulators.base import CANDIDATE_KINDS, AnyCandidate, Simulator
+from vocabulary.domain import Observation, SetupError
 
 __all__ = ["SimulatorContract"]
 

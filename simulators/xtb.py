@@ -12,8 +12,6 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from orchestrator.domain import Molecule, SetupError, SimulationFailed, import_optional
-
 from simulators.base import AnyCandidate, BaseSimulator
 from simulators.conformers import conformer_cost_s
 from simulators.geometry import (
@@ -27,6 +25,7 @@ from simulators.geometry import (
     homo_lumo_gap_hartree,
     lowest_mmff_conformer,
 )
+from vocabulary.domain import Molecule, SetupError, SimulationFailed, import_optional
 
 __all__ = ["SolvationModel", "XTBSimulator", "gfn2_single_point"]
 
@@ -65,7 +64,7 @@ class XTBSimulator(BaseSimulator):
         n_conformers, seed: the MMFF conformer search that picks the geometry (see ``ConformerSimulator``).
 
     Example:
-        >>> from orchestrator.domain import Molecule
+        >>> from vocabulary.domain import Molecule
         >>> [obs] = XTBSimulator().evaluate([Molecule.parse("CCO")])
         >>> obs.status, round(obs.properties["dg_solv_kcal_mol"], 1)
         ('ok', -4.1)

@@ -34,7 +34,7 @@ def small_spec(path: Path = FREESOLV_SPEC, **overrides):
     # The loop's mechanics are tested on the fast arms; the llm arm has tests of its own.
     data["planner"]["main"], data["planner"]["control"] = "bo", "random"
     # Surveying xtb over 642 molecules costs a CPU-minute per campaign; the loop's mechanics are tested without it
-    # (tests/orchestrator/test_survey.py and the bench tests exercise the survey).
+    # (tests/orchestrator/loop/test_survey.py and the bench tests exercise the survey).
     data["screening"]["survey_share"] = 0.0
     for dotted, value in overrides.items():
         section, field = dotted.split("__")

@@ -15,13 +15,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("orchestrator", "simulators", "instruments", "rewards", "closedloop")
+PACKAGES = ("vocabulary", "orchestrator", "simulators", "instruments", "rewards", "closedloop")
 PLUG_INS = ("simulators", "instruments", "rewards")
-#: The shared vocabulary (ARCHITECTURE.md): the only modules of the engine a plug-in package may import.
-VOCABULARY = frozenset({"orchestrator.domain", "orchestrator.events"})
-#: The command line's modules: only each other and the console script may import them.
-COMMAND_LINE = frozenset({"orchestrator.cli", "orchestrator.cli_main", "orchestrator.cli_bench",
-                          "orchestrator.cli_rewards", "orchestrator.cli_common"})
+#: The engine's floors, from the ground up: a module may import its own floor and the floors below it, never above.
+#: ``card`` is the campaign card the whole engine reads (the spec, its seeds, the planners' names).
+ENGINE_FLOORS = ("card", "ledger", "space", "policy", "loop", "replay", "environment", "exports", "scale", "bench",
+                 "interfaces")
+CARD = frozenset({"orchestrator.spec", "orchestrator.seeding", "orchestrator.planner_registry"})
+MAX_TOP_LEVEL_MODULES = 12
+MAX_MODULE_LINES = 800
+
+
+def floor_of(module: str) -> str | None:
+    """The engine floor of an ``orchestrator`` module; None for the package itself (the engine's facade) and for
+    modules outside the engine."""
+    if module in CARD:
+        return "card"
+    parts = module.split(".")
+    if parts[0] != "orchestrator" or len(parts) < 2:
+        return None
+    assert parts[1] in ENGINE_FLOORS, f"{module} is on no floor: move it into one of {ENGINE_FLOORS}, or the card"
+    return parts[1]
 
 
 def _modules() -> dict[str, Path]:
@@ -86,10 +100,10 @@ GRAPH = _import_graph()
 
 
 def test_the_graph_sees_the_project():
-    assert {"orchestrator.graph", "orchestrator.campaign", "simulators", "instruments.simlab",
+    assert {"orchestrator.loop.graph", "orchestrator.loop.campaign", "simulators", "instruments.simlab",
             "rewards.rubric"} <= set(GRAPH)
-    assert "orchestrator.domain" in GRAPH["instruments.base"], "the parser must resolve absolute imports"
-    assert "orchestrator.cli_common" in GRAPH["orchestrator.cli"], "the parser must resolve relative imports"
+    assert "vocabulary.domain" in GRAPH["instruments.base"], "the parser must resolve absolute imports"
+    assert "orchestrator.interfaces.cli_common" in GRAPH["orchestrator.interfaces.cli"], "the parser must resolve relative imports"
 
 
 def test_no_module_imports_itself_round_a_circle():
@@ -104,13 +118,29 @@ def test_no_module_imports_itself_round_a_circle():
 def test_plug_ins_import_only_the_vocabulary_of_the_engine(package):
     upward = sorted((module, target) for module, targets in GRAPH.items()
                     if module.split(".")[0] == package
-                    for target in targets if target.split(".")[0] == "orchestrator" and target not in VOCABULARY)
-    assert not upward, f"{package} reaches into the engine: {upward}; a plug-in imports only {sorted(VOCABULARY)}"
+                    for target in targets if target.split(".")[0] in ("orchestrator", "closedloop"))
+    assert not upward, f"{package} reaches into the engine: {upward}; a plug-in imports only `vocabulary`"
 
 
 def test_the_vocabulary_imports_nothing_of_ours():
-    for module in VOCABULARY:
-        assert not GRAPH[module] - VOCABULARY, f"{module} imports {sorted(GRAPH[module] - VOCABULARY)}"
+    outside = sorted((module, target) for module, targets in GRAPH.items() if module.split(".")[0] == "vocabulary"
+                     for target in targets if target.split(".")[0] != "vocabulary")
+    assert not outside, f"the vocabulary is the ground floor and imports nothing of ours: {outside}"
+
+
+def test_no_import_runs_upward_between_the_engines_floors():
+    upward = sorted((module, target) for module, targets in GRAPH.items() if floor_of(module)
+                    for target in targets if floor_of(target)
+                    and ENGINE_FLOORS.index(floor_of(target)) > ENGINE_FLOORS.index(floor_of(module)))
+    assert not upward, (f"imports that run up a floor ({' < '.join(ENGINE_FLOORS)}): {upward}; move what both need "
+                        "down to the lower floor")
+
+
+def test_nothing_of_ours_imports_the_interfaces():
+    offending = sorted((module, target) for module, targets in GRAPH.items()
+                       if floor_of(module) != "interfaces" and module.split(".")[0] != "closedloop"
+                       for target in targets if floor_of(target) == "interfaces")
+    assert not offending, f"the interfaces (command line, MCP, dashboard) are the top floor of the engine: {offending}"
 
 
 def test_nothing_below_the_public_face_imports_it():
@@ -120,8 +150,19 @@ def test_nothing_below_the_public_face_imports_it():
     assert not offending, f"the public face `closedloop` is the top floor, imported by nobody of ours: {offending}"
 
 
-def test_nothing_but_the_command_line_imports_the_command_line():
-    offending = sorted((module, target) for module, targets in GRAPH.items()
-                       if module not in COMMAND_LINE and not module.startswith("closedloop")
-                       for target in targets if target in COMMAND_LINE)
-    assert not offending, f"the command line is the top floor of the engine: {offending}"
+def test_every_floor_is_a_folder_that_says_what_it_owns_and_may_import():
+    for floor in ENGINE_FLOORS[1:]:
+        init = ROOT / "orchestrator" / floor / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "may import" in doc.lower(), f"{init.relative_to(ROOT)}'s docstring must say what the floor may import"
+
+
+def test_the_engines_top_level_stays_small():
+    top = sorted(p.name for p in (ROOT / "orchestrator").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules directly in orchestrator/: {top}; file them on a floor"
+
+
+def test_no_module_is_too_long_to_read():
+    long = sorted((str(path.relative_to(ROOT)), n) for path in _modules().values()
+                  if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES)
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}; split each by concept"

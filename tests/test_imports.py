@@ -11,10 +11,10 @@ def _modules_after(statement: str) -> set[str]:
 
 
 def test_orchestrator_import_is_light():
-    loaded = _modules_after("import orchestrator, orchestrator.cli, orchestrator.campaign")
+    loaded = _modules_after("import orchestrator, orchestrator.interfaces.cli, orchestrator.loop.campaign")
     assert not {"torch", "pyro", "pymatgen.core"} & loaded
 
 
 def test_help_works_without_heavy_imports():
-    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--help"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "orchestrator.interfaces.cli", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "run" in result.stdout and "ledger" in result.stdout

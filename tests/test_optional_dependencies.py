@@ -17,22 +17,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import orchestrator.campaign as campaign_module
 import orchestrator.exports.formats as export_formats
-import orchestrator.fanout as fanout
-import orchestrator.planners.llm_models as llm_models
-import orchestrator.report_plots as report_plots
+import orchestrator.loop.campaign as campaign_module
+import orchestrator.policy.planners.llm_models as llm_models
+import orchestrator.replay.report_plots as report_plots
+import orchestrator.scale.fanout as fanout
 import simulators.chgnet as chgnet_rung
 import simulators.dft as dft_rung
 import simulators.xtb as xtb_rung
-from orchestrator.domain import MissingDependency, SetupError, import_optional
 from orchestrator.ledger import Ledger
-from orchestrator.planners.surrogate import GPSurrogate
+from orchestrator.policy.planners.surrogate import GPSurrogate
 from simulators.executor import RayExecutor
 from tests.conftest import FREESOLV_SPEC, ROOT
+from vocabulary.domain import MissingDependency, SetupError, import_optional
 
-
-botorch_arm = importlib.import_module("orchestrator.planners.botorch_acquisition")
+botorch_arm = importlib.import_module("orchestrator.policy.planners.botorch_acquisition")
 
 
 def hide(monkeypatch, *names: str) -> None:
@@ -131,8 +130,8 @@ def test_a_provider_without_its_integration_package_names_it():
     # In a fresh interpreter: LangChain remembers a provider's class once another test has made one.
     pytest.importorskip("langchain")
     script = ("import sys; sys.modules['langchain_openai'] = None\n"
-              "from orchestrator.domain import SetupError\n"
-              "from orchestrator.planners import llm_models\n"
+              "from vocabulary.domain import SetupError\n"
+              "from orchestrator.policy.planners import llm_models\n"
               "try:\n    llm_models.load_chat_model('openai:gpt-4o-mini')\n"
               "except SetupError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
@@ -204,7 +203,7 @@ def assert_one_error_line(result: subprocess.CompletedProcess, *expected: str) -
 
 def test_the_console_script_is_the_guarded_entry_point():
     text = _console_script().read_text()
-    assert "orchestrator.cli_main" in text, "reinstall closedloop (pip install -e .): the entry point changed"
+    assert "orchestrator.interfaces.cli_main" in text, "reinstall closedloop (pip install -e .): the entry point changed"
 
 
 def test_run_without_alembic_is_one_error_line(tmp_path):
@@ -221,17 +220,17 @@ def test_an_error_that_escapes_a_command_is_one_error_line(tmp_path):
 
 
 def test_the_extra_in_brackets_survives_the_terminal(tmp_path):
-    # rich reads "[rl]" as markup and drops it unless escaped; `python -m orchestrator.cli` takes the same path
+    # rich reads "[rl]" as markup and drops it unless escaped; `python -m orchestrator.interfaces.cli` takes the same path
     code = textwrap.dedent("""
         import sys, typer
-        from orchestrator.cli import app
-        from orchestrator.domain import import_optional
+        from orchestrator.interfaces.cli import app
+        from vocabulary.domain import import_optional
 
         @app.command("needs-datasets")
         def needs_datasets() -> None:
             import_optional("datasets", "rl", "the hf export format")
 
-        from orchestrator.cli_main import main
+        from orchestrator.interfaces.cli_main import main
         main()
     """)
     result = _run_hidden(tmp_path, ["datasets"], [sys.executable, "-c", code, "needs-datasets"])
@@ -240,13 +239,13 @@ def test_the_extra_in_brackets_survives_the_terminal(tmp_path):
 
 
 def test_python_dash_m_still_runs_the_cli(tmp_path):
-    result = _run_hidden(tmp_path, [], [sys.executable, "-m", "orchestrator.cli", "ls", "--db", str(tmp_path / "no.db")])
+    result = _run_hidden(tmp_path, [], [sys.executable, "-m", "orchestrator.interfaces.cli", "ls", "--db", str(tmp_path / "no.db")])
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().startswith("error: no ledger database at"), result.stderr
 
 
 def test_env_serve_without_openenv_is_one_error_line(tmp_path):
-    result = _run_hidden(tmp_path, ["openenv"], [sys.executable, "-m", "orchestrator.cli", "env", "serve",
+    result = _run_hidden(tmp_path, ["openenv"], [sys.executable, "-m", "orchestrator.interfaces.cli", "env", "serve",
                                                  str(FREESOLV_SPEC), "--port", "0"])
     assert_one_error_line(result, "the OpenEnv environment needs openenv, which is not installed; "
                                   'install it with pip install "closedloop[openenv]"')

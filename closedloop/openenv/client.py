@@ -18,7 +18,11 @@ from typing import Any
 from openenv.core import EnvClient
 from openenv.core.client_types import StepResult
 
-from orchestrator.environment.openenv_env import CampaignAction, CampaignObservation, CampaignState
+from orchestrator.environment.openenv_env import (
+    CampaignAction,
+    CampaignObservation,
+    CampaignState,
+)
 
 __all__ = ["CampaignEnvClient"]
 

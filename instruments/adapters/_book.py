@@ -7,7 +7,7 @@ adapter. Times are seconds on the driver's clock (``time.monotonic()`` since the
 
 Example:
     >>> from instruments.base import JobHandle, LabJob
-    >>> from orchestrator.domain import Conditions
+    >>> from vocabulary.domain import Conditions
     >>> book = JobBook("demo")
     >>> job = LabJob(job_key="k1", candidate=Conditions(values={"x": 1.0}, id="c1"))
     >>> entry = book.add(job, submitted_s=0.0)
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from instruments.base import TERMINAL_STATES, JobHandle, JobState, LabJob, LabResult
-from orchestrator.domain import InstrumentFault, SetupError
+from vocabulary.domain import InstrumentFault, SetupError
 
 __all__ = ["BookEntry", "JobBook", "SerialRunner"]
 

@@ -33,7 +33,7 @@ import httpx
 from instruments.adapters._book import BookEntry, JobBook, SerialRunner
 from instruments.base import JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import RESERVED_PARAMETERS, SafetyEnvelope
-from orchestrator.domain import InstrumentFault, SetupError, redact_url, redact_urls_in
+from vocabulary.domain import InstrumentFault, SetupError, redact_url, redact_urls_in
 
 __all__ = ["MadsciDriver"]
 

@@ -19,7 +19,7 @@ one loop for a campaign's life). A cancel while a job runs stops it between two 
 
 Example:
     >>> import asyncio
-    >>> from orchestrator.domain import Conditions
+    >>> from vocabulary.domain import Conditions
     >>> from instruments.base import LabJob
     >>> async def one_well():
     ...     lab = PyLabRobotDriver.simulated(lambda c: 0.1 * c.values["dye"], reagents=("buffer", "dye"))
@@ -45,7 +45,7 @@ from typing import Any, Literal
 from instruments.adapters._book import BookEntry, JobBook, SerialRunner
 from instruments.base import JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import RESERVED_PARAMETERS, EnvelopeViolation, SafetyEnvelope
-from orchestrator.domain import SetupError, import_optional
+from vocabulary.domain import SetupError, import_optional
 
 __all__ = ["PyLabRobotDriver", "oracle_reader_backend"]
 

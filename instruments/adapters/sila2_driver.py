@@ -14,7 +14,7 @@ Example:
     >>> import asyncio
     >>> from instruments.adapters.sila2_server import serve_sila_lab
     >>> from instruments.base import LabJob
-    >>> from orchestrator.domain import Conditions
+    >>> from vocabulary.domain import Conditions
     >>> server = serve_sila_lab(lambda job: 3.0 * job.candidate.values["x"], experiment_s=0.05)
     >>> async def one_job(port):
     ...     lab = Sila2Driver("127.0.0.1", port, insecure=True)
@@ -39,7 +39,7 @@ from typing import Any
 from instruments.adapters._book import BookEntry, JobBook
 from instruments.base import TERMINAL_STATES, JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import SafetyEnvelope
-from orchestrator.domain import InstrumentFault, SetupError, import_optional
+from vocabulary.domain import InstrumentFault, SetupError, import_optional
 
 __all__ = ["FEATURE", "Sila2Driver"]
 

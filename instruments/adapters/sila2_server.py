@@ -29,7 +29,7 @@ from typing import Any
 
 from instruments.base import LabJob
 from instruments.envelope import SafetyEnvelope
-from orchestrator.domain import InstrumentFault, SetupError, import_optional
+from vocabulary.domain import InstrumentFault, SetupError, import_optional
 
 __all__ = ["FEATURE_XML", "experiment_implementation", "serve_sila_lab"]
 

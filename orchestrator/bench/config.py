@@ -17,12 +17,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..domain import SetupError
+from vocabulary.domain import SetupError
 
 __all__ = ["ARM_NAMES", "BenchConfig", "BenchError", "RungColumn", "parse_objective", "parse_rung"]
 
 ARM_NAMES = ("bo", "bo-sf", "botorch", "cheap-first", "llm", "llm-shuffled", "random")
-"""Campaign planners (``orchestrator.planners``), each run as the spec's main arm with no control: ``bo`` (with the
+"""Campaign planners (``orchestrator.policy.planners``), each run as the spec's main arm with no control: ``bo`` (with the
 ladder: surveyed rungs as cold start and calibrated prior mean), ``bo-sf`` (the same on lab results only),
 ``botorch`` (BoTorch SingleTaskGP + qLogNEI), ``cheap-first`` (the cheapest rung's ranking), ``llm`` (the
 embedded-model arm), ``llm-shuffled`` (the same shown shuffled lab results), ``random``."""

@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..domain import objective_utility
-from ..pool import Pool, load_pool
-from ..pool_checks import csv_line_numbers, line_ranges
-from ..pool_features import NO_COMPONENT
-from ..spec import CampaignSpec, load_spec, validate_spec
-from .config import BenchConfig, BenchError
+from orchestrator.bench.config import BenchConfig, BenchError
+from orchestrator.space.checks import csv_line_numbers, line_ranges
+from orchestrator.space.features import NO_COMPONENT
+from orchestrator.space.pool import Pool, load_pool
+from orchestrator.spec import CampaignSpec, load_spec, validate_spec
+from vocabulary.domain import objective_utility
 
 __all__ = ["BenchProblem", "load_problem", "pool_spec", "top_set"]
 
@@ -156,7 +156,7 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
 
 def _kernel(merged: pd.DataFrame, id_cols: tuple[str, ...]) -> str:
     """Tanimoto when every feature is a bit (fingerprints and one-hot codes), Matérn-5/2 otherwise."""
-    from ..pool_features import featurise_columns
+    from orchestrator.space.features import featurise_columns
 
     return "tanimoto" if featurise_columns(merged.head(2000), list(id_cols))[1] else "matern52"
 

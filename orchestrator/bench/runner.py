@@ -1,6 +1,6 @@
 """Run every (arm, seed) of a benchmark as a real campaign, across worker processes, and summarise the runs.
 
-An arm is a campaign planner (``orchestrator.planners``): each run is ``Campaign.start`` on the benchmark's spec
+An arm is a campaign planner (``orchestrator.policy.planners``): each run is ``Campaign.start`` on the benchmark's spec
 with that arm as the main planner, no control, the seed and the lab budget (``arm_spec``, the same overrides as
 ``closedloop run SPEC --planner ARM --control-share 0 --seed S``), on an in-memory ledger, through the same graph,
 screen, learn node and simulated lab as any campaign. The bench itself decides nothing: what it measures is what
@@ -25,11 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from ..events import batch_records
-from ..spec import CampaignSpec, validate_spec
-from .config import BenchConfig
-from .metrics import acceleration, best_at_budget, experiments_to_hit, summarise
-from .problem import BenchProblem, load_problem
+from orchestrator.bench.config import BenchConfig
+from orchestrator.bench.metrics import (
+    acceleration,
+    best_at_budget,
+    experiments_to_hit,
+    summarise,
+)
+from orchestrator.bench.problem import BenchProblem, load_problem
+from orchestrator.spec import CampaignSpec, validate_spec
+from vocabulary.events import batch_records
 
 __all__ = ["RunRecord", "arm_spec", "run_arm", "run_bench", "summarise_runs"]
 
@@ -70,7 +75,7 @@ def _ladder_compute(ledger, campaign_id: str) -> tuple[int, float]:
 
 def run_arm(problem: BenchProblem, arm: str, seed: int) -> RunRecord:
     """One campaign of ``arm`` with ``seed`` on an in-memory ledger, until its lab budget is spent."""
-    from ..campaign import Campaign
+    from orchestrator.loop.campaign import Campaign
 
     spec = arm_spec(problem.spec, arm, seed, problem.config.lab_budget)
     start = time.perf_counter()
@@ -93,7 +98,7 @@ def _init_worker(config_json: str, spec_json: str) -> None:
         torch.set_num_threads(1)
     except ImportError:  # the random and cheap-first arms need no torch
         pass
-    from ..pool import load_pool
+    from orchestrator.space.pool import load_pool
 
     config = BenchConfig.model_validate_json(config_json)
     spec = validate_spec(CampaignSpec.model_validate_json(spec_json).model_dump(), source="bench worker")
@@ -206,7 +211,13 @@ def run_bench(config: BenchConfig, *, show_progress: bool = True) -> dict[str, A
 
 def _progress(enabled: bool):
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=Console(stderr=True), disable=not enabled, transient=False)

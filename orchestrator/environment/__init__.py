@@ -3,14 +3,36 @@ actions and observations, and the fixed success bar. Adapters to training librar
 (``gym_env`` for gymnasium).
 
 Importing this package registers the ``env`` planner arm, the policy's seat in the campaign.
+
+May import: the floors below it (card, ledger, space, policy, loop, replay) and the plug-ins. Never exports, scale,
+bench or interfaces; the public face ``closedloop`` wraps it for gymnasium, verifiers, OpenEnv and TRL.
 """
 
-from .actions import (Action, InvalidAction, ProposeAction, QueryLedgerAction, QuerySurrogateAction, RunRungAction,
-                      parse_action)
-from .arm import ARM, EnvironmentPlanner
-from .core import EPISODE_FLOOR, CampaignEnvironment, EnvironmentState, StepResult
-from .observation import Budget, EnvironmentObservation, LabResult, ObjectiveView, OfferedCandidate, RungResult
-from .success import SuccessBar, fix_success_bar
+from orchestrator.environment.actions import (
+                      Action,
+                      InvalidAction,
+                      ProposeAction,
+                      QueryLedgerAction,
+                      QuerySurrogateAction,
+                      RunRungAction,
+                      parse_action,
+)
+from orchestrator.environment.arm import ARM, EnvironmentPlanner
+from orchestrator.environment.core import (
+                      EPISODE_FLOOR,
+                      CampaignEnvironment,
+                      EnvironmentState,
+                      StepResult,
+)
+from orchestrator.environment.observation import (
+                      Budget,
+                      EnvironmentObservation,
+                      LabResult,
+                      ObjectiveView,
+                      OfferedCandidate,
+                      RungResult,
+)
+from orchestrator.environment.success import SuccessBar, fix_success_bar
 
 __all__ = [
     "ARM",

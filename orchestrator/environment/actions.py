@@ -20,9 +20,16 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
-from ..domain import ClosedLoopError
+from vocabulary.domain import ClosedLoopError
 
 __all__ = ["Action", "InvalidAction", "ProposeAction", "QueryLedgerAction", "QuerySurrogateAction", "RunRungAction",
            "parse_action"]

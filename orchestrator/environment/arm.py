@@ -17,9 +17,9 @@ from typing import Any
 
 from langgraph.types import interrupt
 
-from ..domain import Proposal, candidate_from_dict
-from ..planners import register_planner
-from ..planners.base import PlanningContext
+from orchestrator.policy.planners import register_planner
+from orchestrator.policy.planners.base import PlanningContext
+from vocabulary.domain import Proposal, candidate_from_dict
 
 __all__ = ["ARM", "EnvironmentPlanner"]
 

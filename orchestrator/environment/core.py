@@ -46,8 +46,30 @@ from typing import Any
 
 import numpy as np
 
-from ..domain import InvalidCandidate, SetupError, parse_candidate
-from ..events import (
+from orchestrator.environment.actions import (
+    InvalidAction,
+    ProposeAction,
+    QueryLedgerAction,
+    QuerySurrogateAction,
+    RunRungAction,
+    parse_action,
+)
+from orchestrator.environment.arm import ARM, EnvironmentPlanner
+from orchestrator.environment.observation import (
+    Budget,
+    EnvironmentObservation,
+    LabResult,
+    NewStructures,
+    ObjectiveView,
+    OfferedCandidate,
+    RungResult,
+)
+from orchestrator.environment.success import SuccessBar, fix_success_bar
+from orchestrator.seeding import derive_rng
+from orchestrator.space.pool import describe
+from orchestrator.spec import CampaignSpec, load_spec, validate_spec
+from vocabulary.domain import InvalidCandidate, SetupError, parse_candidate
+from vocabulary.events import (
     EnvironmentStep,
     Observed,
     PoolExtended,
@@ -58,15 +80,6 @@ from ..events import (
     Simulated,
     batch_records,
 )
-from ..pool import describe
-from ..seeding import derive_rng
-from ..spec import CampaignSpec, load_spec, validate_spec
-from .actions import (InvalidAction, ProposeAction, QueryLedgerAction, QuerySurrogateAction, RunRungAction,
-                      parse_action)
-from .arm import ARM, EnvironmentPlanner
-from .observation import (Budget, EnvironmentObservation, LabResult, NewStructures, ObjectiveView, OfferedCandidate,
-                          RungResult)
-from .success import SuccessBar, fix_success_bar
 
 __all__ = ["EPISODE_FLOOR", "CampaignEnvironment", "EnvironmentState", "StepResult"]
 
@@ -113,7 +126,7 @@ class CampaignEnvironment:
 
     def __init__(self, spec: CampaignSpec | str | Path, *, db: Any = ":memory:", n_offer: int = 16,
                  invalid_penalty: float = 0.1, max_steps: int | None = None):
-        from ..ledger import Ledger
+        from orchestrator.ledger import Ledger
 
         self.base_spec = spec if isinstance(spec, CampaignSpec) else load_spec(spec)
         self.ledger = db if isinstance(db, Ledger) else Ledger.open(db)
@@ -135,7 +148,7 @@ class CampaignEnvironment:
     # ------------------------------------------------------------------------------------------------ episodes
     def episode_spec(self, seed: int | None, task: dict[str, Any]) -> tuple[CampaignSpec, SuccessBar]:
         """The spec an episode runs (the policy as the only arm, the environment rubric, the fixed bar)."""
-        from ..pool import load_pool
+        from orchestrator.space.pool import load_pool
 
         unknown = set(task) - _TASK_KEYS
         if unknown:
@@ -167,7 +180,7 @@ class CampaignEnvironment:
         ``on_target``, ``campaign_id`` and ``offer`` (pool ids offered, in that order, instead of a seeded sample,
         while they are untested: how an exported prompt's offer is put back in front of a policy).
         """
-        from ..campaign import Campaign
+        from orchestrator.loop.campaign import Campaign
 
         self._close_campaign()
         self.spec, self.bar = self.episode_spec(seed, task)
@@ -301,7 +314,7 @@ class CampaignEnvironment:
         except InvalidCandidate as exc:
             syntax = "SMILES" if rules.syntax == "smiles" else "formula"
             raise InvalidAction(f"structure {text[:200]!r} is not a valid {syntax}: {exc}") from None
-        from ..generation import constraint_error
+        from orchestrator.policy.generation import constraint_error
 
         error = constraint_error(space, candidate)
         if error:
@@ -344,7 +357,7 @@ class CampaignEnvironment:
                              elements=tuple(space.elements) if space.elements else None)
 
     def _run_rung(self, action: RunRungAction) -> dict[str, Any]:
-        from ..screening import run_rung
+        from orchestrator.loop.screening import run_rung
 
         ctx = self.campaign.ctx
         rungs = {r.name: r for r in ctx.rungs}
@@ -404,7 +417,7 @@ class CampaignEnvironment:
 
     def _predict(self, ids: list[str]) -> list[tuple[float, float]] | None:
         """Surrogate mean and sd (objective unit) of pool ids, from the campaign's GP; None before it exists."""
-        from ..planners.llm_tools import PlanningTools
+        from orchestrator.policy.planners.llm_tools import PlanningTools
 
         context = self._arm.context
         if context is None:
@@ -427,7 +440,7 @@ class CampaignEnvironment:
         """The task's fixed offer as pool ids; ``SetupError`` naming what is not in the pool."""
         if offer is None:
             return []
-        from ..pool import load_pool
+        from orchestrator.space.pool import load_pool
 
         ids = [str(cid) for cid in ([offer] if isinstance(offer, str) else offer)]
         pool = load_pool(self.spec)
@@ -485,7 +498,7 @@ class CampaignEnvironment:
         return sum(self._read.update(self.campaign.ctx).rewards.values()) / self.spec.budget.lab_experiments
 
     def _outcome_reward(self) -> float:
-        from ..history import lab_history
+        from orchestrator.loop.history import lab_history
 
         history = lab_history(self.campaign.ctx)
         best = history.best

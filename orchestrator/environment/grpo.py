@@ -30,9 +30,16 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..domain import SetupError
-from ..events import CampaignStarted, Dispatched, Observed, Proposed, Simulated, expand_batches
-from .core import EPISODE_FLOOR
+from orchestrator.environment.core import EPISODE_FLOOR
+from vocabulary.domain import SetupError
+from vocabulary.events import (
+    CampaignStarted,
+    Dispatched,
+    Observed,
+    Proposed,
+    Simulated,
+    expand_batches,
+)
 
 __all__ = ["GRPO_REWARD_FUNCTION", "N_EXPORT_OFFER", "REWARD_FLOOR", "CampaignReward", "Situation",
            "campaign_reward", "ledger_situations", "parse_completion"]
@@ -66,12 +73,19 @@ def ledger_situations(ledger, campaign_id: str, iterations: list[int], *,
         LedgerError: the campaign is not in the ledger.
         SetupError: its spec or pool cannot be loaded here (the pool file moved).
     """
-    from ..ledger import LedgerError
-    from ..pool import describe, load_pool
-    from ..seeding import derive_rng
-    from ..spec import validate_spec
-    from .observation import Budget, EnvironmentObservation, LabResult, ObjectiveView, OfferedCandidate, RungResult
-    from .success import fix_success_bar
+    from orchestrator.environment.observation import (
+        Budget,
+        EnvironmentObservation,
+        LabResult,
+        ObjectiveView,
+        OfferedCandidate,
+        RungResult,
+    )
+    from orchestrator.environment.success import fix_success_bar
+    from orchestrator.ledger import LedgerError
+    from orchestrator.seeding import derive_rng
+    from orchestrator.space.pool import describe, load_pool
+    from orchestrator.spec import validate_spec
 
     events = list(expand_batches(ledger.events(campaign_id)))  # screening rounds as their old-shape steps
     started = [e for e in events if e.type == CampaignStarted.type]
@@ -199,12 +213,12 @@ class CampaignReward:
             return self._cache[key]
 
     def _play(self, task: dict[str, Any], ids: tuple[str, ...]) -> float:
-        from .core import CampaignEnvironment
+        from orchestrator.environment.core import CampaignEnvironment
 
         spec_key = json.dumps(task["spec"], sort_keys=True)
         env = self._envs.get(spec_key)
         if env is None:
-            from ..spec import validate_spec
+            from orchestrator.spec import validate_spec
 
             env = CampaignEnvironment(validate_spec(task["spec"], source="env_task"), n_offer=self.n_offer)
             self._envs[spec_key] = env

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ..domain import import_optional
-from .core import CampaignEnvironment
-from .observation import EnvironmentObservation
+from orchestrator.environment.core import CampaignEnvironment
+from orchestrator.environment.observation import EnvironmentObservation
+from vocabulary.domain import import_optional
 
 gym = import_optional("gymnasium", "rl", "the gymnasium environment")
 spaces = gym.spaces
@@ -42,7 +42,7 @@ class CampaignGymEnv(gym.Env):
                                         invalid_penalty=invalid_penalty, max_steps=max_steps)
         self.task = {"batch_size": 1, **task}
         self.render_mode = render_mode
-        from ..pool import load_pool
+        from orchestrator.space.pool import load_pool
 
         self._pool = load_pool(self.core.base_spec)
         n_features = int(np.asarray(self._pool.features).shape[1])

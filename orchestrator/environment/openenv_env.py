@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..domain import import_optional
-from .core import CampaignEnvironment
+from orchestrator.environment.core import CampaignEnvironment
+from vocabulary.domain import import_optional
 
 _types = import_optional("openenv.core.env_server.types", "openenv", "the OpenEnv environment")
 _interfaces = import_optional("openenv.core.env_server.interfaces", "openenv", "the OpenEnv environment")
@@ -157,7 +157,7 @@ def build_app(spec: Any, *, n_offer: int = 16, max_concurrent_envs: int = 4, **t
     The spec is loaded once here, so a bad spec fails before the server binds anything.
     """
     http_server = import_optional("openenv.core.env_server.http_server", "openenv", "the OpenEnv server")
-    from ..spec import CampaignSpec, load_spec
+    from orchestrator.spec import CampaignSpec, load_spec
 
     loaded = spec if isinstance(spec, CampaignSpec) else load_spec(spec)
     probe = CampaignEnvironment(loaded, n_offer=n_offer)

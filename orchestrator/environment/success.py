@@ -1,6 +1,6 @@
 """The success bar and the terminal reward of an episode, both fixed at reset.
 
-The bar is ``orchestrator.success_bar``'s, the one every campaign records at its start: an episode takes it from
+The bar is ``orchestrator.policy.success_bar``'s, the one every campaign records at its start: an episode takes it from
 the task (``success_bar=``), the task's ``success_quantile=`` of the reference, the spec (``stop.threshold`` or the
 target window), or the default quantile of the reference (the simulated lab's ground truth, imported history or
 the first table proxy rung's column). It never moves with the episode's own results. A spec with none of these is
@@ -15,6 +15,10 @@ shown either (``is_visible``). The terminal reward is where the episode's best l
 
 from __future__ import annotations
 
-from ..success_bar import DEFAULT_SUCCESS_QUANTILE, SuccessBar, fix_success_bar
+from orchestrator.policy.success_bar import (
+    DEFAULT_SUCCESS_QUANTILE,
+    SuccessBar,
+    fix_success_bar,
+)
 
 __all__ = ["DEFAULT_SUCCESS_QUANTILE", "SuccessBar", "fix_success_bar"]

@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ..domain import SetupError, import_optional
-from .core import CampaignEnvironment
+from orchestrator.environment.core import CampaignEnvironment
+from vocabulary.domain import SetupError, import_optional
 
 vf = import_optional("verifiers.v1", "verifiers", "the verifiers taskset")
 
@@ -78,7 +78,7 @@ class CampaignToolset(vf.Toolset[vf.ToolsetConfig, CampaignEpisodeState]):
         self.env: CampaignEnvironment | None = None
 
     async def setup_task(self, task: CampaignTaskData) -> None:
-        from ..spec import CampaignSpec
+        from orchestrator.spec import CampaignSpec
 
         self.env = CampaignEnvironment(CampaignSpec.model_validate(task.spec), n_offer=task.n_offer)
         self.env.reset(seed=task.seed, campaign_id=task.campaign_id, **task.options)
@@ -176,7 +176,7 @@ class CampaignTaskset(vf.Taskset[CampaignTask, CampaignTasksetConfig]):
     """Campaign episodes over one spec, one per seed."""
 
     def load(self):
-        from ..spec import load_spec
+        from orchestrator.spec import load_spec
 
         if not self.config.spec:
             raise SetupError("the closedloop taskset needs a campaign spec: --env.taskset.spec "

@@ -1,6 +1,8 @@
 """Trajectory exports for training: native JSONL, TRL (GRPO prompts, stepwise supervision), verifiers results and
 Hugging Face ``datasets``. Each reads the rewards the ledger stored; none rescores.
 
+May import: the floors below it (card, ledger, space, policy, loop, replay, environment).
+
 Example:
     >>> sorted(FORMATS)
     ['hf', 'native', 'trl-grpo', 'trl-stepwise', 'verifiers']
@@ -10,10 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..domain import SetupError
-from ..ledger import Ledger
-from .formats import FORMATS, ExportFormat, write_format
-from .trajectories import TRAJECTORY_SCHEMA_VERSION, completion_text, prompt_text, trajectory_records
+from orchestrator.exports.formats import FORMATS, ExportFormat, write_format
+from orchestrator.exports.trajectories import (
+    TRAJECTORY_SCHEMA_VERSION,
+    completion_text,
+    prompt_text,
+    trajectory_records,
+)
+from orchestrator.ledger import Ledger
+from vocabulary.domain import SetupError
 
 __all__ = ["FORMATS", "TRAJECTORY_SCHEMA_VERSION", "ExportFormat", "completion_text", "export_campaign",
            "prompt_text", "trajectory_records"]

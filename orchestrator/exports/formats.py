@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from ..domain import SetupError, import_optional
+from vocabulary.domain import SetupError, import_optional
 
 __all__ = ["FORMATS", "ExportFormat", "write_format"]
 
@@ -51,7 +51,12 @@ _GRPO_SYSTEM = ("You plan experiments in a closed-loop campaign. Answer with one
 
 
 def _grpo(records: list[dict[str, Any]], out: Path, ledger: Any = None) -> list[Path]:
-    from ..environment.grpo import GRPO_REWARD_FUNCTION, N_EXPORT_OFFER, REWARD_FLOOR, ledger_situations
+    from orchestrator.environment.grpo import (
+        GRPO_REWARD_FUNCTION,
+        N_EXPORT_OFFER,
+        REWARD_FLOOR,
+        ledger_situations,
+    )
 
     situations = {}
     if records:

@@ -6,7 +6,7 @@ current ``Scored`` event of each criterion and step); it never rescores.
 
 Example:
     >>> from orchestrator.ledger import Ledger
-    >>> from orchestrator.events import CampaignStarted
+    >>> from vocabulary.events import CampaignStarted
     >>> ledger = Ledger.open(":memory:")
     >>> _ = ledger.append("c1", CampaignStarted(name="demo", seed=0, spec={}), key="started")
     >>> trajectory_records(ledger, "c1")
@@ -20,8 +20,8 @@ from collections import defaultdict
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from ..events import SCHEMA_VERSION, CampaignStarted
-from ..ledger import Ledger, LedgerError
+from orchestrator.ledger import Ledger, LedgerError
+from vocabulary.events import SCHEMA_VERSION, CampaignStarted
 
 __all__ = ["TRAJECTORY_SCHEMA_VERSION", "completion_text", "prompt_text", "trajectory_records"]
 

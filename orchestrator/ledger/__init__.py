@@ -1,11 +1,34 @@
-"""The append-only campaign ledger (SQLModel; SQLite by default, PostgreSQL by URL; Alembic migrations)."""
+"""The append-only campaign ledger (SQLModel; SQLite by default, PostgreSQL by URL; Alembic migrations).
 
-from .chain import GENESIS, ChainBreak, event_hash, first_break
-from .integrity import CorruptDatabase, check_sqlite_file
-from .jsonl import ImportReport, LedgerImportError, export_jsonl, import_jsonl
-from .store import Ledger, LedgerConflict, LedgerError, database_url, is_postgres_url, safe_url
-from .tables import CampaignRow, CandidateRow, EventRow, LabJobRow, LedgerNoteRow, ObservationRow, ScoreRow
-from .verify import VerifyReport, rebuild_projections, verify
+Owns: the store, its tables, the hash chain, verify, projections, JSONL import/export and ``migrations/``.
+May import: vocabulary only (and the card). Every other floor reads and writes through it."""
+
+from orchestrator.ledger.chain import GENESIS, ChainBreak, event_hash, first_break
+from orchestrator.ledger.integrity import CorruptDatabase, check_sqlite_file
+from orchestrator.ledger.jsonl import (
+    ImportReport,
+    LedgerImportError,
+    export_jsonl,
+    import_jsonl,
+)
+from orchestrator.ledger.store import (
+    Ledger,
+    LedgerConflict,
+    LedgerError,
+    database_url,
+    is_postgres_url,
+    safe_url,
+)
+from orchestrator.ledger.tables import (
+    CampaignRow,
+    CandidateRow,
+    EventRow,
+    LabJobRow,
+    LedgerNoteRow,
+    ObservationRow,
+    ScoreRow,
+)
+from orchestrator.ledger.verify import VerifyReport, rebuild_projections, verify
 
 __all__ = [
     "CampaignRow",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..domain import ClosedLoopError
+from vocabulary.domain import ClosedLoopError
 
 __all__ = ["LedgerConflict", "LedgerError"]
 

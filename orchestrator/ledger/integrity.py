@@ -19,8 +19,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ..domain import SetupError
-from .errors import LedgerError
+from orchestrator.ledger.errors import LedgerError
+from vocabulary.domain import SetupError
 
 __all__ = ["SQLITE_HEADER", "CorruptDatabase", "check_sqlite_file"]
 

@@ -18,7 +18,7 @@ ledger notes that import as unverified.
 
 Example:
     >>> import tempfile, pathlib
-    >>> from orchestrator.events import CampaignStarted
+    >>> from vocabulary.events import CampaignStarted
     >>> source = Ledger.open(":memory:")
     >>> _ = source.append("c1", CampaignStarted(name="demo", seed=0, spec={}), key="started")
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "c1.jsonl"
@@ -43,10 +43,10 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from ..events import EVENT_TYPES, EventPayload, parse_payload
-from .chain import CHAIN_ALGORITHM, first_break
-from .errors import LedgerError
-from .store import Ledger
+from orchestrator.ledger.chain import CHAIN_ALGORITHM, first_break
+from orchestrator.ledger.errors import LedgerError
+from orchestrator.ledger.store import Ledger
+from vocabulary.events import EVENT_TYPES, EventPayload, parse_payload
 
 __all__ = [
     "JSONL_FORMAT",

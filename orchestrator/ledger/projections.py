@@ -30,8 +30,18 @@ from pydantic_core import PydanticUndefined
 from sqlalchemy import and_, bindparam, insert, update
 from sqlalchemy.engine import Connection
 
-from ..domain import objective_utility
-from ..events import (
+from orchestrator.ledger.driver import column_names, driver_read, row_dicts
+from orchestrator.ledger.errors import LedgerConflict
+from orchestrator.ledger.tables import (
+    PROJECTION_TABLES,
+    CampaignRow,
+    CandidateRow,
+    LabJobRow,
+    ObservationRow,
+    ScoreRow,
+)
+from vocabulary.domain import objective_utility
+from vocabulary.events import (
     CampaignStarted,
     CampaignStopped,
     Dispatched,
@@ -48,9 +58,6 @@ from ..events import (
     Screened,
     Simulated,
 )
-from .driver import column_names, driver_read, row_dicts
-from .errors import LedgerConflict
-from .tables import PROJECTION_TABLES, CampaignRow, CandidateRow, LabJobRow, ObservationRow, ScoreRow
 
 __all__ = ["ProjectionBatch", "primary_key", "row_defaults"]
 

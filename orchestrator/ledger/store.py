@@ -1,7 +1,7 @@
 """The campaign ledger: an append-only event log with projections kept in the same transaction.
 
 SQLite by default (WAL, ``BEGIN IMMEDIATE``), PostgreSQL by URL (``postgresql://user:pass@host/db``, through
-psycopg 3). The schema is managed by Alembic (``orchestrator.migrations``) and migrated when a ledger is opened.
+psycopg 3). The schema is managed by Alembic (``orchestrator.ledger.migrations``) and migrated when a ledger is opened.
 
 Reads are incremental: the event table is append-only and every projection row records the seq of the event that
 last changed it (``updated_seq``), so a ``Ledger`` keeps what it has read and asks the database only for what is
@@ -9,7 +9,7 @@ newer. Sequence numbers are allocated under a per-campaign lock and committed in
 is always a prefix of the campaign; other writers (another worker, another process) are picked up on the next read.
 
 Example:
-    >>> from orchestrator.events import CampaignStarted
+    >>> from vocabulary.events import CampaignStarted
     >>> ledger = Ledger.open(":memory:")
     >>> e = ledger.append("c1", CampaignStarted(name="demo", seed=0, spec={}), key="start")
     >>> (e.seq, e.type), ledger.append("c1", CampaignStarted(name="demo", seed=0, spec={}), key="start").seq
@@ -35,13 +35,12 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine, select
 
-from ..events import Event, EventPayload
-from .chain import GENESIS, event_hash
-from .driver import column_names, driver_read, row_views
-from .errors import LedgerConflict, LedgerError
-from .integrity import check_sqlite_file
-from .projections import ProjectionBatch
-from .tables import (
+from orchestrator.ledger.chain import GENESIS, event_hash
+from orchestrator.ledger.driver import column_names, driver_read, row_views
+from orchestrator.ledger.errors import LedgerConflict, LedgerError
+from orchestrator.ledger.integrity import check_sqlite_file
+from orchestrator.ledger.projections import ProjectionBatch
+from orchestrator.ledger.tables import (
     CampaignRow,
     CandidateRow,
     EventRow,
@@ -50,6 +49,7 @@ from .tables import (
     ObservationRow,
     ScoreRow,
 )
+from vocabulary.events import Event, EventPayload
 
 __all__ = ["Ledger", "LedgerConflict", "LedgerError", "database_url", "is_postgres_url", "safe_url"]
 
@@ -188,7 +188,7 @@ class Ledger:
     def __init__(self, engine: Engine, url: str | None = None, *, migrate: bool = True):
         self.engine = engine
         if migrate:
-            from ..migrations import upgrade
+            from orchestrator.ledger.migrations import upgrade
 
             try:
                 upgrade(engine)

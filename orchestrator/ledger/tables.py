@@ -4,7 +4,7 @@ Projections (``campaign``, ``candidate``, ``observation``, ``lab_job``, ``score`
 transaction as the event that changes them, and can always be rebuilt from the events alone. Each projection row
 records the seq of the event that last changed it (``updated_seq``), so readers can fetch only what changed.
 
-The schema is created and migrated by Alembic (``orchestrator/migrations``); a test checks that the migrations
+The schema is created and migrated by Alembic (``orchestrator/ledger/migrations``); a test checks that the migrations
 produce exactly these models.
 """
 

@@ -16,12 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import parse_payload
-from .chain import ChainBreak, ChainWalk
-from .driver import column_names, row_dicts
-from .projections import ProjectionBatch, primary_key
-from .store import Ledger
-from .tables import PROJECTION_TABLES, CampaignRow
+from orchestrator.ledger.chain import ChainBreak, ChainWalk
+from orchestrator.ledger.driver import column_names, row_dicts
+from orchestrator.ledger.projections import ProjectionBatch, primary_key
+from orchestrator.ledger.store import Ledger
+from orchestrator.ledger.tables import PROJECTION_TABLES, CampaignRow
+from vocabulary.events import parse_payload
 
 __all__ = ["VerifyReport", "rebuild_projections", "verify"]
 
@@ -177,7 +177,7 @@ def verify(ledger: Ledger, campaign_id: str) -> VerifyReport:
     streaming pass over the events (fetched in batches).
 
     Example:
-        >>> from orchestrator.events import CampaignStarted
+        >>> from vocabulary.events import CampaignStarted
         >>> ledger = Ledger.open(":memory:")
         >>> _ = ledger.append("c1", CampaignStarted(name="demo", seed=0, spec={}), key="start")
         >>> verify(ledger, "c1").is_identical

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from instruments import InstrumentDriver, JobHandle, LabJob, LabResult
-from orchestrator.domain import Conditions, Material, Molecule
+from vocabulary.domain import Conditions, Material, Molecule
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 keys = st.text(min_size=1, max_size=30)

@@ -9,8 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from instruments import EnvelopeViolation, FaultPlan, LabJob, ParameterLimit, SafetyEnvelope
-from orchestrator.domain import Conditions, InstrumentFault, Molecule
+from instruments import (
+    EnvelopeViolation,
+    FaultPlan,
+    LabJob,
+    ParameterLimit,
+    SafetyEnvelope,
+)
+from vocabulary.domain import Conditions, InstrumentFault, Molecule
 
 FURNACE = SafetyEnvelope(
     name="furnace",

@@ -24,7 +24,7 @@ from instruments import (
 )
 from instruments.server import ServerThread, create_app
 from instruments.testing import DriverContract
-from orchestrator.domain import Conditions, InstrumentFault, SetupError
+from vocabulary.domain import Conditions, InstrumentFault, SetupError
 
 ONE_EACH = {"synthesis": 1, "workup": 1, "characterisation": 1}
 SLOW_SYNTHESIS = {"synthesis": (5 * 3600.0, 0.0), "workup": (600.0, 0.0), "characterisation": (600.0, 0.0)}

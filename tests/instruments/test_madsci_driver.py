@@ -22,7 +22,7 @@ from instruments import EnvelopeViolation, LabJob, SafetyEnvelope
 from instruments.adapters.madsci_driver import MadsciDriver
 from instruments.server import ServerThread
 from instruments.testing import DriverContract
-from orchestrator.domain import Conditions, InstrumentFault, SetupError
+from vocabulary.domain import Conditions, InstrumentFault, SetupError
 
 ENVELOPE = SafetyEnvelope(name="madsci bench", parameters={"dye": (0.0, 200.0, "µL")}, forbidden_hazards={"H224"})
 

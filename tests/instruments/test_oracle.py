@@ -7,7 +7,7 @@ import math
 import pytest
 
 from instruments import FunctionOracle, Oracle, TableOracle
-from orchestrator.domain import Conditions, InstrumentFault, Molecule, SetupError
+from vocabulary.domain import Conditions, InstrumentFault, Molecule, SetupError
 
 ETHANOL = Molecule(smiles="CCO", id="LFQSCWFLJHTTHZ-UHFFFAOYSA-N")
 

@@ -20,7 +20,7 @@ from pylabrobot.resources.volume_tracker import does_volume_tracking
 from instruments import FunctionOracle, LabJob
 from instruments.adapters.pylabrobot_driver import PyLabRobotDriver
 from instruments.testing import DriverContract
-from orchestrator.domain import Conditions, InstrumentFault, MissingDependency, SetupError
+from vocabulary.domain import Conditions, InstrumentFault, MissingDependency, SetupError
 
 
 def absorbance(candidate) -> float:

@@ -8,7 +8,7 @@ import pytest
 
 import instruments.registry as registry
 from instruments import SimLabDriver, available_drivers, load_driver
-from orchestrator.domain import SetupError
+from vocabulary.domain import SetupError
 
 
 def test_simlab_is_registered():

@@ -7,7 +7,7 @@ import pytest
 
 from instruments import FunctionOracle, LabJob, SimLabDriver
 from instruments.request_checks import candidate_problem
-from orchestrator.domain import Conditions, Material, Molecule
+from vocabulary.domain import Conditions, Material, Molecule
 
 ETHANOL = Molecule.parse("CCO")
 METHANOL = Molecule.parse("CO")

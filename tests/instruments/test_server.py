@@ -14,7 +14,7 @@ import pytest
 
 from instruments import FunctionOracle, LabJob, LabJournal, SafetyEnvelope, SimLabDriver
 from instruments.server import build_driver, create_app, demo_oracle
-from orchestrator.domain import Conditions, SetupError
+from vocabulary.domain import Conditions, SetupError
 
 ONE_EACH = {"synthesis": 1, "workup": 1, "characterisation": 1}
 SLOW_SYNTHESIS = {"synthesis": (5 * 3600.0, 0.0), "workup": (600.0, 0.0), "characterisation": (600.0, 0.0)}

@@ -16,7 +16,7 @@ from instruments import EnvelopeViolation, LabJob, SafetyEnvelope
 from instruments.adapters.sila2_driver import Sila2Driver
 from instruments.adapters.sila2_server import FEATURE_XML, load_feature, serve_sila_lab
 from instruments.testing import DriverContract
-from orchestrator.domain import Conditions, InstrumentFault, MissingDependency, SetupError
+from vocabulary.domain import Conditions, InstrumentFault, MissingDependency, SetupError
 
 ENVELOPE = SafetyEnvelope(name="sila bench", parameters={"x": (0.0, 100.0)}, forbidden_hazards={"pyrophoric"})
 

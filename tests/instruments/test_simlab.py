@@ -9,10 +9,18 @@ import time
 import numpy as np
 import pytest
 
-from instruments import FaultPlan, FunctionOracle, JobHandle, LabJob, SafetyEnvelope, SimLabDriver, TableOracle
+from instruments import (
+    FaultPlan,
+    FunctionOracle,
+    JobHandle,
+    LabJob,
+    SafetyEnvelope,
+    SimLabDriver,
+    TableOracle,
+)
 from instruments.simlab import TRANSFER_ROBOT
 from instruments.testing import DriverContract
-from orchestrator.domain import Conditions, InstrumentFault, SetupError
+from vocabulary.domain import Conditions, InstrumentFault, SetupError
 
 ONE_EACH = {"synthesis": 1, "workup": 1, "characterisation": 1}
 FIXED_DURATIONS = {"synthesis": (1000.0, 0.0), "workup": (100.0, 0.0), "characterisation": (10.0, 0.0)}

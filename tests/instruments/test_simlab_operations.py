@@ -6,9 +6,16 @@ import asyncio
 
 import pytest
 
-from instruments import EnvelopeViolation, FaultPlan, FunctionOracle, LabJob, SafetyEnvelope, SimLabDriver
+from instruments import (
+    EnvelopeViolation,
+    FaultPlan,
+    FunctionOracle,
+    LabJob,
+    SafetyEnvelope,
+    SimLabDriver,
+)
 from instruments.simlab import TRANSFER_ROBOT
-from orchestrator.domain import Conditions, SetupError
+from vocabulary.domain import Conditions, SetupError
 
 ONE_EACH = {"synthesis": 1, "workup": 1, "characterisation": 1}
 FIXED = {"synthesis": (1000.0, 0.0), "workup": (100.0, 0.0), "characterisation": (10.0, 0.0)}

@@ -28,9 +28,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from orchestrator.campaign import Campaign
-from orchestrator.cli import app
-from orchestrator.domain import (
+from orchestrator.interfaces.cli import app
+from orchestrator.ledger import Ledger, verify
+from orchestrator.loop.campaign import Campaign
+from orchestrator.loop.importing import HistoryFile, HistoryImportError, read_history
+from orchestrator.space.checks import as_float, iter_csv_records
+from orchestrator.space.pool import load_pool
+from orchestrator.space.stream import condition_space_from_csv, count_rows, stream_top_k
+from orchestrator.spec import SpecError, load_spec, validate_spec
+from vocabulary.domain import (
     ClosedLoopError,
     InvalidCandidate,
     Material,
@@ -38,12 +44,6 @@ from orchestrator.domain import (
     SetupError,
     parse_candidate,
 )
-from orchestrator.importing import HistoryFile, HistoryImportError, read_history
-from orchestrator.ledger import Ledger, verify
-from orchestrator.pool import load_pool
-from orchestrator.pool_checks import as_float, iter_csv_records
-from orchestrator.pool_stream import condition_space_from_csv, count_rows, stream_top_k
-from orchestrator.spec import SpecError, load_spec, validate_spec
 
 
 def fuzz(n: int) -> settings:
@@ -416,7 +416,7 @@ def test_a_failed_import_after_validation_leaves_no_campaign(ledger_with_a_campa
     def fails(*args, **kwargs):
         raise SetupError("the warm-up fit failed")
 
-    monkeypatch.setattr("orchestrator.importing._warm_surrogate", fails)
+    monkeypatch.setattr("orchestrator.loop.importing._warm_surrogate", fails)
     with pytest.raises(SetupError, match="warm-up fit failed"):
         Campaign.start(spec, db=db, campaign_id="orphan", history=HistoryFile(directory / "past.csv"))
     assert _ledger_state(db) == before, "no campaign row, no events"

@@ -16,10 +16,21 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from orchestrator.campaign import Campaign
-from orchestrator.ledger import Ledger, LedgerConflict, LedgerError, export_jsonl, verify
+from orchestrator.ledger import (
+    Ledger,
+    LedgerConflict,
+    LedgerError,
+    export_jsonl,
+    verify,
+)
+from orchestrator.loop.campaign import Campaign
 from tests.conftest import small_spec
-from tests.orchestrator.ledger.writers import dispatched, observed, started, write_concurrently
+from tests.orchestrator.ledger.writers import (
+    dispatched,
+    observed,
+    started,
+    write_concurrently,
+)
 from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.postgres
@@ -66,8 +77,8 @@ def test_migrations_create_exactly_the_models(postgres_url, tmp_path):
     from alembic.runtime.migration import MigrationContext
     from sqlmodel import SQLModel
 
+    from orchestrator.ledger.migrations import head_revision
     from orchestrator.ledger.tables import PROJECTION_TABLES, EventRow, LedgerNoteRow
-    from orchestrator.migrations import head_revision
 
     ours = {EventRow.__tablename__, LedgerNoteRow.__tablename__, *(t.__tablename__ for t in PROJECTION_TABLES)}
     for db in (postgres_url, tmp_path / "fresh.db"):
@@ -120,7 +131,7 @@ def test_a_password_never_reaches_ledger_checkpoints_exports_or_logs(postgres_ur
         'pool = "data/', f'pool = "{FREESOLV_SPEC.parent}/data/')
     (tmp_path / "spec.toml").write_text(toml)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cli = [sys.executable, "-m", "orchestrator.cli"]
+    cli = [sys.executable, "-m", "orchestrator.interfaces.cli"]
     runs = [
         subprocess.run(cli + ["-v", "run", str(tmp_path / "spec.toml"), "--db", postgres_url, "--lab-budget", "3",
                               "--campaign-id", "secret", "--json"], env=env, capture_output=True, text=True, timeout=600),

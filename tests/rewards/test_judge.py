@@ -100,7 +100,7 @@ def test_without_a_loader_an_unknown_model_is_a_setup_error(scripted, monkeypatc
 def test_the_embedded_model_judges_with_a_parsable_verdict(monkeypatch):
     """The real embedded SmolLM2 (llama.cpp, grammar-constrained): a verdict of +1 or -1 with a reason."""
     pytest.importorskip("llama_cpp")
-    from orchestrator.nodes.reward import _install_judge_loader
+    from orchestrator.loop.nodes.reward import _install_judge_loader
 
     monkeypatch.setattr(judge, "_ANSWERS", {})
     _install_judge_loader()

@@ -12,11 +12,18 @@ import numpy as np
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from orchestrator.domain import Molecule
-from orchestrator.redteam import check_environment, margin_interval, run_redteam
+from orchestrator.bench.redteam import check_environment, run_redteam
 from rewards import judge
 from rewards.programmatic import rationale_problem
-from rewards.redteam import ADVERSARIES, HONEST, POLICIES, RedTeamSetting, make_policy
+from rewards.redteam import (
+    ADVERSARIES,
+    HONEST,
+    POLICIES,
+    RedTeamSetting,
+    make_policy,
+    margin_interval,
+)
+from vocabulary.domain import Molecule
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +85,7 @@ def test_the_margin_interval_is_a_t_interval_and_needs_two_seeds():
     low, high = margin_interval([-0.2, -0.4, -0.3])
     assert low < -0.3 < high and high - (-0.3) == pytest.approx(4.303 * 0.1 / 3 ** 0.5, rel=1e-3)
     assert margin_interval([0.0, 0.0]) == (0.0, 0.0)
-    from orchestrator.domain import SetupError
+    from vocabulary.domain import SetupError
 
     with pytest.raises(SetupError, match="at least 2 seeds"):
         margin_interval([0.1])
@@ -95,7 +102,7 @@ def test_a_gullible_judge_cannot_be_fooled_by_canaries(tmp_path, monkeypatch):
 
     # Every judge call is in the ledger, and a recompute is answered from there without asking the model again.
     from orchestrator.ledger import Ledger
-    from orchestrator.nodes.reward import recompute_rewards, stored_rewards
+    from orchestrator.loop.nodes.reward import recompute_rewards, stored_rewards
     from orchestrator.spec import validate_spec
     from rewards import load_rubric
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.campaign import Campaign
-from orchestrator.events import HumanVerdict, expand_batches
 from orchestrator.ledger import verify
-from orchestrator.nodes.reward import recompute_rewards, stored_rewards, trajectory_rewards
-from orchestrator.trajectory_fold import TrajectoryFold
+from orchestrator.loop.campaign import Campaign
+from orchestrator.loop.nodes.reward import (
+    recompute_rewards,
+    stored_rewards,
+    trajectory_rewards,
+)
+from orchestrator.loop.trajectory_fold import TrajectoryFold
 from orchestrator.spec import validate_spec
 from rewards import load_rubric, parse_rubric
 from tests.conftest import small_spec
+from vocabulary.events import HumanVerdict, expand_batches
 
 GAFF = {"name": "gaff", "simulator": "table", "column": "calc", "property": "dg_hydration_gaff",
         "proxy": "dg_hydration_gaff", "cost_s": 60.0}
@@ -151,7 +155,10 @@ scorer = "human"
 
 
 def test_the_report_shows_each_rungs_validity_and_the_rewards_by_arm(finished):
-    from orchestrator.report_rewards import insert_rewards_section, rewards_section
+    from orchestrator.replay.report_rewards import (
+        insert_rewards_section,
+        rewards_section,
+    )
 
     _, ledger, events = finished
     section = rewards_section(ledger, "rw")

@@ -12,12 +12,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.domain import SetupError
 from rewards import scorers
 from rewards.context import STAGES, ScoreValue, StepContext
 from rewards.errors import RewardSetupError, ScoringError
-from rewards.rubric import Criterion, CriterionScore, Rubric, builtin_rubric_names, load_rubric, parse_rubric
+from rewards.rubric import (
+    Criterion,
+    CriterionScore,
+    Rubric,
+    builtin_rubric_names,
+    load_rubric,
+    parse_rubric,
+)
 from rewards.scorers import register_scorer
+from vocabulary.domain import SetupError
 
 DEFAULT_TOML = Path(__file__).parents[2] / "rewards" / "rubrics" / "default.toml"
 

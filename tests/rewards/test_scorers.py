@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from orchestrator.domain import ClosedLoopError, SetupError
 from rewards import scorers
 from rewards.context import STAGES, ScoreValue, StepContext
 from rewards.errors import RewardSetupError
@@ -26,6 +25,7 @@ from rewards.scorers import (
     validity,
     within_budget,
 )
+from vocabulary.domain import ClosedLoopError, SetupError
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from orchestrator.domain import Material, Molecule, SetupError, SimulationFailed
 from simulators.base import BaseSimulator, Result, Simulator, require
 from simulators.testing import SimulatorContract
+from vocabulary.domain import Material, Molecule, SetupError, SimulationFailed
 
 
 class AtomCountSimulator(BaseSimulator):

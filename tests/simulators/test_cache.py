@@ -10,11 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain import ConditionSpace, Material, Observation, Parameter, SetupError, SimulationFailed
 from simulators.base import BaseSimulator
 from simulators.cache import CacheStats, SimulationCache, parameters_sha256
 from simulators.executor import LocalProcessExecutor, SerialExecutor
 from simulators.table import TableSimulator
+from vocabulary.domain import (
+    ConditionSpace,
+    Material,
+    Observation,
+    Parameter,
+    SetupError,
+    SimulationFailed,
+)
 
 SPACE = ConditionSpace(parameters=(Parameter(name="x", kind="integer", low=0, high=5000),))
 INVALID = 404
@@ -218,7 +225,7 @@ def test_concurrent_writers_keep_one_row_per_key(tmp_path):
         thread.join()
     script = textwrap.dedent(
         f"""
-        from orchestrator.domain import ConditionSpace, Parameter
+        from vocabulary.domain import ConditionSpace, Parameter
         from simulators.cache import SimulationCache
         from simulators.table import TableSimulator
         space = ConditionSpace(parameters=(Parameter(name="x", kind="integer", low=0, high=5000),))

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from orchestrator.domain import Material, Molecule, SetupError
 from simulators import load_simulator
 from simulators.chgnet import INTERCEPT_S, PER_ATOM_S, CHGNetSimulator
 from simulators.testing import SimulatorContract
+from vocabulary.domain import Material, Molecule, SetupError
 
 NACL, CSCL = Material.parse("NaCl"), Material.parse("CsCl")
 needs_chgnet = pytest.mark.skipif(

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.domain import Material, Molecule, SetupError
 from simulators import load_simulator
 from simulators.composition import INTERCEPT_S, PER_ATOM_SQUARED_S, CompositionSimulator
 from simulators.testing import SimulatorContract
+from vocabulary.domain import Material, Molecule, SetupError
 
 NACL, MGO, CATIO3 = (Material.parse(f) for f in ("NaCl", "MgO", "CaTiO3"))
 BROKEN = Material(formula="Xx2", id="BROKEN")  # bypasses parse, as a corrupted ledger row would

@@ -4,11 +4,16 @@ import numpy as np
 import pytest
 
 import simulators.geometry as geometry
-from orchestrator.domain import Material, Molecule, SetupError
 from simulators import load_simulator
-from simulators.conformers import INTERCEPT_S, PER_HEAVY_ATOM_SQUARED_S, ConformerSimulator, radius_of_gyration
+from simulators.conformers import (
+    INTERCEPT_S,
+    PER_HEAVY_ATOM_SQUARED_S,
+    ConformerSimulator,
+    radius_of_gyration,
+)
 from simulators.geometry import Geometry, lowest_mmff_conformer, mmff_conformer_ensemble
 from simulators.testing import SimulatorContract
+from vocabulary.domain import Material, Molecule, SetupError
 
 ETHANOL, BENZENE, OCTANOL = (Molecule.parse(s) for s in ("CCO", "c1ccccc1", "CCCCCCCCO"))
 TRIMETHYLBORANE = Molecule.parse("CB(C)C")  # MMFF94 has no boron parameters

@@ -4,10 +4,10 @@ import importlib.util
 
 import pytest
 
-from orchestrator.domain import Material, Molecule, SetupError
 from simulators import load_simulator
 from simulators.dft import INTERCEPT_S, PER_HEAVY_ATOM_SQUARED_S, DFTSimulator
 from simulators.testing import SimulatorContract
+from vocabulary.domain import Material, Molecule, SetupError
 
 pytestmark = pytest.mark.dft
 pytest.importorskip("pyscf", reason='the dft rung needs pyscf: pip install "closedloop[dft]"')

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain import ConditionSpace, Material, Observation, Parameter, SetupError, SimulationFailed
 from simulators.base import BaseSimulator
 from simulators.executor import (
     TIMEOUT_REASON_PREFIX,
@@ -25,6 +24,14 @@ from simulators.executor import (
     SerialExecutor,
     is_transient_failure,
     make_executor,
+)
+from vocabulary.domain import (
+    ConditionSpace,
+    Material,
+    Observation,
+    Parameter,
+    SetupError,
+    SimulationFailed,
 )
 
 SPACE = ConditionSpace(parameters=(Parameter(name="x", kind="integer", low=0, high=1000),))

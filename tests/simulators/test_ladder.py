@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain import ConditionSpace, Parameter, SetupError, SimulationFailed
 from simulators.base import BaseSimulator
 from simulators.cache import SimulationCache
 from simulators.executor import TIMEOUT_REASON_PREFIX, LocalProcessExecutor
 from simulators.ladder import evaluate_rung
+from vocabulary.domain import ConditionSpace, Parameter, SetupError, SimulationFailed
 
 SPACE = ConditionSpace(parameters=(Parameter(name="x", kind="integer", low=0, high=1000),))
 HANG, INVALID = 999, 404

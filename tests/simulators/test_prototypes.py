@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.domain import Material, Molecule
 from simulators import load_simulator
 from simulators.prototypes import INTERCEPT_S, PER_ATOM_S, PrototypeSimulator
 from simulators.structures import (
@@ -13,6 +12,7 @@ from simulators.structures import (
     prototype_fits,
 )
 from simulators.testing import SimulatorContract
+from vocabulary.domain import Material, Molecule
 
 NACL, MGO, CATIO3 = (Material.parse(f) for f in ("NaCl", "MgO", "CaTiO3"))
 COULOMB_EV_A = 14.399645  # e² / (4 π ε0), eV·Å

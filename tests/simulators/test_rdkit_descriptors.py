@@ -2,9 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.domain import Material, Molecule, SetupError
-from simulators.rdkit_descriptors import INTERCEPT_S, PER_HEAVY_ATOM_S, RDKitDescriptorSimulator
+from simulators.rdkit_descriptors import (
+    INTERCEPT_S,
+    PER_HEAVY_ATOM_S,
+    RDKitDescriptorSimulator,
+)
 from simulators.testing import SimulatorContract
+from vocabulary.domain import Material, Molecule, SetupError
 
 ETHANOL, BENZENE, ASPIRIN = (Molecule.parse(s) for s in ("CCO", "c1ccccc1", "CC(=O)Oc1ccccc1C(=O)O"))
 BROKEN = Molecule(smiles="C1CC", id="BROKEN-RING")  # bypasses parse, as a corrupted ledger row would

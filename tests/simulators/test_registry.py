@@ -7,8 +7,14 @@ from importlib.metadata import EntryPoint
 import pytest
 
 import simulators.registry as registry
-from orchestrator.domain import Molecule, SetupError
-from simulators import RDKitDescriptorSimulator, Simulator, TableSimulator, available_simulators, load_simulator
+from simulators import (
+    RDKitDescriptorSimulator,
+    Simulator,
+    TableSimulator,
+    available_simulators,
+    load_simulator,
+)
+from vocabulary.domain import Molecule, SetupError
 
 
 def fake_entry_points(monkeypatch, **targets: str) -> None:

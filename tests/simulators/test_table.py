@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from orchestrator.domain import ConditionSpace, Material, Molecule, Parameter, SetupError
 from simulators.table import TableSimulator
 from simulators.testing import SimulatorContract
+from vocabulary.domain import ConditionSpace, Material, Molecule, Parameter, SetupError
 
 ETHANOL, BENZENE, WATER = (Molecule.parse(s) for s in ("CCO", "c1ccccc1", "O"))
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orchestrator.domain import Material, Molecule, SetupError
 from simulators import load_simulator
 from simulators.conformers import conformer_cost_s
 from simulators.geometry import homo_lumo_gap_hartree
 from simulators.testing import SimulatorContract
 from simulators.xtb import INTERCEPT_S, PER_HEAVY_ATOM_SQUARED_S, XTBSimulator
+from vocabulary.domain import Material, Molecule, SetupError
 
 pytest.importorskip("tblite", reason='the xtb rung needs tblite: pip install "closedloop[xtb]"')
 

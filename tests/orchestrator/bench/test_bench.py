@@ -9,10 +9,18 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.bench import (BenchConfig, BenchError, arm_spec, experiments_to_hit, load_problem, parse_objective,
-                                parse_rung, run_arm)
-from orchestrator.summary import measured_order
-from orchestrator.cli import app
+from orchestrator.bench import (
+    BenchConfig,
+    BenchError,
+    arm_spec,
+    experiments_to_hit,
+    load_problem,
+    parse_objective,
+    parse_rung,
+    run_arm,
+)
+from orchestrator.interfaces.cli import app
+from orchestrator.loop.summary import measured_order
 
 runner = CliRunner()
 
@@ -96,7 +104,7 @@ def test_runs_are_deterministic_and_never_repeat_a_candidate(tiny_pool, tmp_path
 
 def test_each_run_is_a_campaign_with_its_ledger_events(tiny_categorical_pool, tmp_path):
     """The bench decides nothing itself: a run's ledger has the survey, the learn node's prior and the screen."""
-    from orchestrator.campaign import Campaign
+    from orchestrator.loop.campaign import Campaign
 
     config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective="maximize:y",
                          rungs=(parse_rung("cheap=perfect:2"),), lab_budget=10, seeds=1, arms=("bo",), batch=5)
@@ -141,7 +149,7 @@ def test_the_cold_start_follows_the_rung_wholly_to_maximise_and_by_half_for_a_ta
 
 
 def test_a_target_objective_fits_values_with_a_value_prior(tiny_categorical_pool, tmp_path):
-    from orchestrator.campaign import Campaign
+    from orchestrator.loop.campaign import Campaign
 
     config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective="target:y:1.0:0.2",
                          rungs=(parse_rung("cheap=perfect"),), lab_budget=15, seeds=1, arms=("bo",), batch=5)

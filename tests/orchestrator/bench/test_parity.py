@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from orchestrator.interfaces.cli import app
 
 runner = CliRunner()
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from orchestrator.environment import CampaignEnvironment, ProposeAction
-from orchestrator.events import EnvironmentStep
 from tests.conftest import BUCHWALD_SPEC, small_spec
+from vocabulary.events import EnvironmentStep
 
 
 @pytest.fixture(scope="module")

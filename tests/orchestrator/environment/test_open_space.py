@@ -11,11 +11,11 @@ import json
 
 import pytest
 
-from orchestrator.context import build_context
-from orchestrator.domain import Material, Molecule
 from orchestrator.environment import CampaignEnvironment
-from orchestrator.events import EnvironmentStep, Observed, PoolExtended, Proposed
+from orchestrator.loop.context import build_context
 from orchestrator.spec import CampaignSpec
+from vocabulary.domain import Material, Molecule
+from vocabulary.events import EnvironmentStep, Observed, PoolExtended, Proposed
 
 
 def _open_spec(kind: str, seeds: list[str], prop: str, simulator: str, limits: dict, *, lab: int = 4) -> CampaignSpec:
@@ -178,7 +178,10 @@ def test_the_verifiers_propose_tool_takes_structures():
 
     import verifiers.v1 as vf
 
-    from orchestrator.environment.verifiers_taskset import CampaignTaskData, CampaignToolset
+    from orchestrator.environment.verifiers_taskset import (
+        CampaignTaskData,
+        CampaignToolset,
+    )
 
     toolset = CampaignToolset(vf.ToolsetConfig())
     data = CampaignTaskData(spec=MATERIALS.model_dump(mode="json"), seed=0, campaign_id="vf-open-materials",

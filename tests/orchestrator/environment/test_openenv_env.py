@@ -40,7 +40,7 @@ def server():
     """`closedloop env serve` (through the CLI module) on a free port; yields its base URL."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "env", "serve", str(BUCHWALD_SPEC),
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.interfaces.cli", "env", "serve", str(BUCHWALD_SPEC),
                              "--port", str(port), "--n-offer", "6"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -133,7 +133,7 @@ def test_openenv_validate_the_folder():
 
 
 def test_a_bad_spec_fails_before_binding(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "env", "serve", str(tmp_path / "nope.toml"),
+    result = subprocess.run([sys.executable, "-m", "orchestrator.interfaces.cli", "env", "serve", str(tmp_path / "nope.toml"),
                              "--port", str(_free_port())], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 2 and result.stderr.strip().startswith("error:") and "Traceback" not in result.stderr

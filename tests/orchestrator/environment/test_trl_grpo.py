@@ -18,9 +18,9 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 os.environ.setdefault("WANDB_DISABLED", "true")
 
-from orchestrator.campaign import Campaign  # noqa: E402
 from orchestrator.environment.grpo import REWARD_FLOOR  # noqa: E402
 from orchestrator.exports import export_campaign  # noqa: E402
+from orchestrator.loop.campaign import Campaign  # noqa: E402
 from orchestrator.spec import validate_spec  # noqa: E402
 from tests.conftest import small_spec  # noqa: E402
 

@@ -26,7 +26,11 @@ def test_import_closedloop_does_not_import_verifiers():
 
 def test_verifiers_finds_the_taskset_and_its_harness_by_id():
     import verifiers.v1 as vf
-    from verifiers.v1.utils.loaders import default_harness_id, harness_class, taskset_class
+    from verifiers.v1.utils.loaders import (
+        default_harness_id,
+        harness_class,
+        taskset_class,
+    )
 
     cls = taskset_class("closedloop")
     assert issubclass(cls, vf.Taskset) and cls.__name__ == "CampaignTaskset"

@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine
 
-from orchestrator.events import (
+from orchestrator.ledger import Ledger, verify
+from orchestrator.ledger.jsonl import export_jsonl, import_jsonl
+from orchestrator.loop.nodes.reward import recompute_rewards, stored_rewards
+from orchestrator.loop.summary import summarise
+from orchestrator.replay.report import ladder_funnel
+from orchestrator.spec import validate_spec
+from rewards import load_rubric
+from vocabulary.events import (
     EventPayload,
     RewardEstimated,
     RewardFinalised,
@@ -31,13 +38,6 @@ from orchestrator.events import (
     expand_batches,
     parse_payload,
 )
-from orchestrator.ledger import Ledger, verify
-from orchestrator.ledger.jsonl import export_jsonl, import_jsonl
-from orchestrator.nodes.reward import recompute_rewards, stored_rewards
-from orchestrator.report import ladder_funnel
-from orchestrator.spec import validate_spec
-from orchestrator.summary import summarise
-from rewards import load_rubric
 
 OLD_EXPORT = Path(__file__).parents[1] / "data" / "old_screen_ledger.jsonl.gz"
 CID = "old-screen"
@@ -155,7 +155,7 @@ def test_both_shapes_verify_and_project_alike(both_shapes):
 
 
 def test_both_shapes_report_and_recompute_alike(both_shapes):
-    from orchestrator.report_rewards import rung_validity_rows
+    from orchestrator.replay.report_rewards import rung_validity_rows
 
     old, new = both_shapes
     assert rung_validity_rows(old, CID) == rung_validity_rows(new, CID) and len(rung_validity_rows(new, CID)) == 12
@@ -177,7 +177,7 @@ def test_a_ledger_with_per_step_screen_events_migrates_and_takes_screening_round
     round appended afterwards projects one row per result."""
     from alembic import command
 
-    from orchestrator.migrations import alembic_config
+    from orchestrator.ledger.migrations import alembic_config
 
     ledger = _old_ledger(tmp_path)
     before = _rows(ledger.observations(CID))

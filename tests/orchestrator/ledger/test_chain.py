@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from orchestrator.campaign import Campaign
-from orchestrator.cli import app
+from orchestrator.interfaces.cli import app
 from orchestrator.ledger import GENESIS, Ledger, event_hash, verify
 from orchestrator.ledger.chain import ChainWalk, canonical_time, stored_time_text
 from orchestrator.ledger.jsonl import LedgerImportError, export_jsonl, import_jsonl
+from orchestrator.loop.campaign import Campaign
 from orchestrator.spec import load_spec
 from tests.conftest import BUCHWALD_SPEC
 

@@ -7,8 +7,13 @@ import sqlite3
 import pytest
 
 from orchestrator.ledger import Ledger, verify
-from orchestrator.migrations import BASELINE, head_revision
-from tests.orchestrator.ledger.writers import dispatched, observed, started, write_concurrently
+from orchestrator.ledger.migrations import BASELINE, head_revision
+from tests.orchestrator.ledger.writers import (
+    dispatched,
+    observed,
+    started,
+    write_concurrently,
+)
 
 
 def test_typed_reads_fetch_only_new_events(ledger):
@@ -82,7 +87,7 @@ def _old_ledger(path) -> None:
     from alembic import command
     from sqlalchemy import text
 
-    from orchestrator.migrations import alembic_config
+    from orchestrator.ledger.migrations import alembic_config
 
     engine_ledger = Ledger.open(path, migrate=False)
     with engine_ledger.engine.begin() as conn:
@@ -125,7 +130,7 @@ def test_concurrent_sqlite_writers_lose_no_update(tmp_path):
 def test_the_fast_path_head_is_alembics_head(tmp_path):
     """``migrations.HEAD`` lets a current ledger open without Alembic; it must name Alembic's own head, or a ledger
     one migration behind would be taken for current."""
-    from orchestrator.migrations import HEAD
+    from orchestrator.ledger.migrations import HEAD
 
     assert HEAD == head_revision()
     Ledger.open(tmp_path / "fresh.db").close()
@@ -134,7 +139,7 @@ def test_the_fast_path_head_is_alembics_head(tmp_path):
 
 
 def _scored(seq_of_old: int | None, value: float, iteration: int):
-    from orchestrator.events import Scored
+    from vocabulary.events import Scored
 
     return Scored(iteration=iteration, stage="outcome", subject="c/1", rubric_id="r", rubric_version="1",
                   criterion_id="improves", value=value, weight=1.0, is_provisional=seq_of_old is None,
@@ -154,8 +159,8 @@ def test_a_ledger_with_scored_events_migrates_and_reward_records_carry_their_sco
     from alembic import command
     from sqlalchemy import create_engine
 
-    from orchestrator.events import RewardEstimated, RewardFinalised
-    from orchestrator.migrations import alembic_config
+    from orchestrator.ledger.migrations import alembic_config
+    from vocabulary.events import RewardEstimated, RewardFinalised
 
     db = tmp_path / "old.db"
     ledger = Ledger.open(db)

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.campaign import checkpoint_path
-from orchestrator.cli import app
-from orchestrator.domain import SetupError
+from orchestrator.interfaces.cli import app
 from orchestrator.ledger import CorruptDatabase, Ledger, check_sqlite_file, verify
+from orchestrator.loop.campaign import checkpoint_path
 from tests.conftest import FREESOLV_SPEC
+from vocabulary.domain import SetupError
 
 runner = CliRunner()
 

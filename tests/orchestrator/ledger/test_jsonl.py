@@ -6,13 +6,18 @@ import json
 
 import pytest
 
-from orchestrator.campaign import Campaign
-from orchestrator.events import CampaignStarted
 from orchestrator.ledger import Ledger, LedgerError, rebuild_projections, verify
-from orchestrator.ledger.jsonl import JSONL_FORMAT, LedgerImportError, export_jsonl, import_jsonl
+from orchestrator.ledger.jsonl import (
+    JSONL_FORMAT,
+    LedgerImportError,
+    export_jsonl,
+    import_jsonl,
+)
 from orchestrator.ledger.tables import PROJECTION_TABLES
+from orchestrator.loop.campaign import Campaign
 from orchestrator.spec import load_spec
 from tests.conftest import BUCHWALD_SPEC
+from vocabulary.events import CampaignStarted
 
 CID = "bh-export"
 

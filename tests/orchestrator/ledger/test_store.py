@@ -3,9 +3,9 @@ import sqlite3
 import pytest
 from sqlmodel import Session
 
-from orchestrator.events import CampaignStarted, Dispatched, Observed, Proposed
 from orchestrator.ledger import Ledger, LedgerConflict, LedgerError, verify
 from orchestrator.ledger.tables import LabJobRow
+from vocabulary.events import CampaignStarted, Dispatched, Observed, Proposed
 
 CANDIDATE = {"type": "molecule", "schema_version": 1, "smiles": "CCO", "id": "LFQSCWFLJHTTHZ-UHFFFAOYSA-N"}
 

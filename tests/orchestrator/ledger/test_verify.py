@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from orchestrator.events import CampaignStarted, Observed
 from orchestrator.ledger import verify
+from vocabulary.events import CampaignStarted, Observed
 
 
 def _observations(ledger, n: int, cid: str = "v") -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 
-from orchestrator.events import CampaignStarted, Dispatched, Observed
 from orchestrator.ledger import Ledger, verify
+from vocabulary.events import CampaignStarted, Dispatched, Observed
 
 __all__ = ["dispatched", "observed", "started", "write_concurrently"]
 

@@ -1,0 +1,6 @@
+"""Where users meet closedloop: the typer command line split by command group (``cli``, ``cli_bench``,
+``cli_rewards``, with ``cli_main`` the console script and ``cli_common`` their shared helpers), the MCP server, the
+background runner and the live dashboard.
+
+May import: everything. Nothing of ours imports it (the console script ``closedloop`` is its entry point).
+"""

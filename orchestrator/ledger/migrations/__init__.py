@@ -1,0 +1,91 @@
+"""Alembic migrations of the ledger schema, applied when a ledger is opened.
+
+``upgrade(engine)`` brings a database to the newest revision. It is safe to call from many processes at once: on
+SQLite the check and the upgrade run in one ``BEGIN IMMEDIATE`` transaction, on PostgreSQL under a transaction-level
+advisory lock, and DDL is transactional on both, so a second opener waits and then finds the schema current.
+
+A ledger created before Alembic managed it (tables present, no ``alembic_version``) is stamped at the first
+revision, whose schema it has, and upgraded from there.
+
+Operators can run the same migrations with the ``alembic`` command::
+
+    alembic -c "$(python -c 'import orchestrator.ledger.migrations as m; print(m.INI)')" -x db=postgresql://… upgrade head
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection, Engine
+
+from vocabulary.domain import import_optional
+
+__all__ = ["BASELINE", "HEAD", "INI", "SCRIPT_LOCATION", "alembic_config", "current_revision", "head_revision",
+           "upgrade"]
+
+SCRIPT_LOCATION = Path(__file__).resolve().parent
+INI = SCRIPT_LOCATION / "alembic.ini"
+BASELINE = "0001"
+"""The schema of ledgers written before Alembic (and of a fresh database after the first migration)."""
+HEAD = "0005"
+"""The newest revision in ``versions/`` (a test pins it to Alembic's own head). A ledger already there is opened
+without importing Alembic, which would cost every command a quarter of a second."""
+
+# Any fixed 64-bit number: the key of the advisory lock that serialises migrations on PostgreSQL.
+_MIGRATION_LOCK_KEY = 0x636C6F7365646C6F  # "closedlo"
+_PURPOSE = "opening a ledger (its schema migrations)"
+
+
+def alembic_config(connection: Connection | None = None):
+    """An Alembic ``Config`` for these migrations, optionally bound to an open connection."""
+    Config = import_optional("alembic.config", "", _PURPOSE).Config
+
+    config = Config()
+    config.set_main_option("script_location", str(SCRIPT_LOCATION))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@cache
+def head_revision() -> str:
+    """The newest revision shipped with this version of closedloop."""
+    ScriptDirectory = import_optional("alembic.script", "", _PURPOSE).ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision a database is at (None for an empty or pre-Alembic one)."""
+    MigrationContext = import_optional("alembic.runtime.migration", "", _PURPOSE).MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def upgrade(engine: Engine) -> str:
+    """Migrate the database behind ``engine`` to the head revision; return the revision it was at before."""
+    with engine.begin() as connection:  # SQLite: BEGIN IMMEDIATE (see ledger.store), so openers queue here
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        if _recorded_revision(connection) == HEAD:
+            return HEAD
+        command = import_optional("alembic.command", "", _PURPOSE)
+        before = current_revision(connection)
+        if before == head_revision():
+            return before
+        config = alembic_config(connection)
+        if before is None and inspect(connection).has_table("event"):
+            command.stamp(config, BASELINE)  # written before Alembic: it has the baseline schema
+            before = BASELINE
+        command.upgrade(config, "head")
+        return before or "empty"
+
+
+def _recorded_revision(connection: Connection) -> str | None:
+    """The revision in ``alembic_version``, read with plain SQL (None when the table is missing or holds several)."""
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    found = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    return found[0] if len(found) == 1 else None

@@ -1,0 +1,299 @@
+"""``Campaign``: the one stateful object users drive, from a notebook or the CLI.
+
+It appends ``CampaignStarted``, compiles the graph with a checkpointer next to the ledger (LangGraph's
+``SqliteSaver`` beside a SQLite ledger, its ``PostgresSaver`` in the same database as a PostgreSQL ledger), and
+streams the graph step by step. ``Campaign.resume`` picks an interrupted campaign up from its last checkpoint;
+because every node is deterministic and every event is idempotent, the resumed ledger equals an uninterrupted one.
+
+Example:
+    >>> from orchestrator.spec import CampaignSpec
+    >>> spec = CampaignSpec.model_validate({
+    ...     "campaign": {"name": "demo", "kind": "molecule", "seed": 1},
+    ...     "objective": {"direction": "maximize"},
+    ...     "space": {"inline": ["C", "CC", "CCC", "CCCC", "CCCCC"]},
+    ...     "lab": {"oracle": {"C": 1, "CC": 2, "CCC": 3, "CCCC": 4, "CCCCC": 5}},
+    ...     "budget": {"lab_experiments": 3}, "planner": {"main": "random", "control": None, "control_share": 0},
+    ... })
+    >>> with Campaign.start(spec, db=":memory:", campaign_id="demo") as campaign:
+    ...     summary = campaign.run()
+    >>> summary["n_lab"], summary["status"]
+    (3, 'stopped')
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from langgraph.types import Command
+
+from orchestrator.ledger import Ledger, check_sqlite_file
+from orchestrator.loop.context import CampaignContext, build_context
+from orchestrator.loop.graph import build_graph
+from orchestrator.loop.importing import HistoryFile, ImportedHistory, history_events
+from orchestrator.loop.lease import CampaignLease
+from orchestrator.loop.resume_policy import recorded_spec, resume_spec
+from orchestrator.loop.summary import summarise
+from orchestrator.policy.success_bar import fix_success_bar
+from orchestrator.space.pool import load_pool
+from orchestrator.spec import CampaignSpec
+from vocabulary.domain import SetupError, import_optional, redact
+from vocabulary.events import CampaignStarted, Observed
+
+__all__ = ["Campaign", "checkpoint_path"]
+
+_RECURSION_LIMIT = 1_000_000
+
+
+def checkpoint_path(ledger: Ledger) -> Path | None:
+    """Where the LangGraph checkpoints of a file-backed SQLite ledger live: beside it."""
+    if not ledger.url.startswith("sqlite:///"):
+        return None
+    db = Path(ledger.url.removeprefix("sqlite:///"))
+    return db.with_name(db.name + ".checkpoints.sqlite")
+
+
+# The key of the advisory lock under which LangGraph's checkpoint tables are created (workers may start together).
+_CHECKPOINT_SETUP_LOCK = 0x636C6F7365646C70
+
+
+def _make_checkpointer(ledger: Ledger):
+    """LangGraph's Postgres saver in the ledger's database, SQLite beside a file ledger, memory for ``:memory:``.
+
+    Returns the saver and the connection to close with the campaign (or None).
+    """
+    if ledger.is_postgres:
+        return _postgres_checkpointer(ledger)
+    path = checkpoint_path(ledger)
+    if path is None:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return InMemorySaver(), None
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    check_sqlite_file(path, what="LangGraph checkpoint file")
+    connection = sqlite3.connect(path, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    # As for the ledger: in WAL mode, NORMAL survives a killed process (the SIGKILL tests) and skips an fsync per
+    # checkpoint; a power cut may lose the newest checkpoints, which resume re-derives from the ledger.
+    connection.execute("PRAGMA synchronous=NORMAL")
+    return SqliteSaver(connection), connection
+
+
+def _postgres_checkpointer(ledger: Ledger):
+    purpose = "a PostgreSQL ledger (its LangGraph checkpoints are kept in PostgreSQL too)"
+    psycopg = import_optional("psycopg", "postgres", purpose)
+    PostgresSaver = import_optional("langgraph.checkpoint.postgres", "postgres", purpose).PostgresSaver
+    dict_row = import_optional("psycopg.rows", "postgres", purpose).dict_row
+    conninfo = ledger.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    try:
+        # the settings PostgresSaver.from_conn_string uses: autocommit, no prepared statements, dict rows
+        connection = psycopg.Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    except psycopg.OperationalError as exc:
+        raise SetupError(f"cannot connect to {ledger.url} for the LangGraph checkpoints: {exc}") from None
+    saver = PostgresSaver(connection)
+    connection.execute("SELECT pg_advisory_lock(%s)", (_CHECKPOINT_SETUP_LOCK,))
+    try:
+        saver.setup()  # creates or migrates LangGraph's own tables; idempotent
+    finally:
+        connection.execute("SELECT pg_advisory_unlock(%s)", (_CHECKPOINT_SETUP_LOCK,))
+    return saver, connection
+
+
+def _take_lease(ledger: Ledger, campaign_id: str, held: CampaignLease | None) -> CampaignLease | None:
+    """The lease a new ``Campaign`` takes and owns: None when the caller holds one, or for an in-memory ledger."""
+    if held is not None or ledger.url == "sqlite://":
+        return None
+    lease = CampaignLease(ledger, campaign_id)
+    lease.acquire()
+    return lease
+
+
+def _give_up(ledger: Ledger | None, lease: CampaignLease | None) -> None:
+    if lease is not None:
+        lease.release()
+    if ledger is not None:
+        ledger.close()
+
+
+class Campaign:
+    """A running campaign: its ledger, its context and its compiled graph."""
+
+    def __init__(self, ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, owns_ledger: bool = False,
+                 lease: CampaignLease | None = None):
+        self.ledger, self.campaign_id, self.spec = ledger, campaign_id, spec
+        self._owns_ledger = owns_ledger
+        self._lease = lease  # the lease this campaign took and releases on close (None: its caller holds one)
+        self._checkpointer, self._connection = _make_checkpointer(ledger)
+        try:
+            self.ctx: CampaignContext = build_context(spec, ledger, campaign_id)
+        except BaseException:
+            if self._connection is not None:
+                self._connection.close()
+            raise
+        self.graph = build_graph(self.ctx, self._checkpointer)
+        self.config = {"configurable": {"thread_id": campaign_id}, "recursion_limit": _RECURSION_LIMIT}
+        self.imported: ImportedHistory | None = None
+        """What ``start(history=...)`` imported; None when it imported nothing."""
+
+    # ------------------------------------------------------------------------------------------- construction
+    @classmethod
+    def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None,
+              lease: CampaignLease | None = None, history: HistoryFile | None = None) -> Campaign:
+        """Record ``CampaignStarted`` and return a campaign ready to ``run``.
+
+        The campaign takes its lease (``orchestrator.loop.lease``) unless the caller passes one it holds, and releases it
+        on ``close``; a campaign another process is running is refused with ``CampaignBusy``.
+
+        ``history`` imports past lab results (``orchestrator.loop.importing``) in the same transaction as
+        ``CampaignStarted``: a history that is refused, or an import that fails for any reason, leaves no campaign in
+        the ledger. What was imported is ``campaign.imported``.
+
+        The recorded spec has the credentials of its URLs (lab, model endpoint) redacted; this campaign keeps the
+        real ones for its connections.
+        """
+        load_pool(spec)  # a bad pool is refused before the ledger is opened (the loaded pool is cached)
+        ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
+        campaign_id = campaign_id or f"{spec.campaign.name}-{uuid.uuid4().hex[:8]}"
+        taken = None
+        try:
+            if ledger.n_events(campaign_id):
+                raise SetupError(f"campaign {campaign_id!r} already exists in {ledger.url}; "
+                                 f"resume it with --resume {campaign_id}")
+            taken = _take_lease(ledger, campaign_id, lease)
+            if ledger.n_events(campaign_id):  # started by another process between the check and the lease
+                raise SetupError(f"campaign {campaign_id!r} was just started by another process in {ledger.url}")
+            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken)
+        except BaseException:
+            _give_up(ledger if owns else None, taken)
+            raise
+        try:
+            imports: list[tuple] = []
+            if history is not None:
+                imports, campaign.imported = history_events(
+                    campaign_id, spec, campaign.ctx.pool, history.path, value_column=history.value_column,
+                    candidate_column=history.candidate_column)
+            # the process reward's success bar, fixed now from what is known before any lab result of this campaign
+            known = [p.value for p, _ in imports if isinstance(p, Observed) and p.status == "ok" and p.value is not None]
+            bar = fix_success_bar(spec, campaign.ctx.pool, history=known, on_unknown="first_results")
+            items: list[tuple] = [(CampaignStarted(name=spec.campaign.name, seed=spec.campaign.seed,
+                                                   spec=redact(spec.model_dump(mode="json")),
+                                                   pool_rows_skipped=list(campaign.ctx.pool.skipped_rows),
+                                                   success_bar=bar.record()), "started")]
+            now = datetime.now(UTC)
+            items += [(payload, key, "importer", now) for payload, key in imports]
+            ledger.append_many(campaign_id, items)  # one transaction: the campaign exists with its history or not at all
+        except BaseException:
+            campaign.close()  # releases the lease, the checkpointer and a ledger it opened
+            raise
+        return campaign
+
+    @classmethod
+    def resume(cls, campaign_id: str, *, db: str | Path | Ledger, lease: CampaignLease | None = None,
+               **options: Any) -> Campaign:
+        """Re-open a campaign from its ledger; ``run()`` then continues from the last checkpoint.
+
+        Like ``start``, it takes the campaign's lease unless given one, so a campaign another process is running is
+        refused with ``CampaignBusy`` before anything is written.
+
+        ``options`` (``lab_budget``, ``seed``, ``planner``, ``lab_url``, ``model``) follow ``resume_policy``: a new
+        lab budget is applied and recorded as ``LabBudgetChanged``, a different seed or planner is refused, and a
+        lab URL or model whose credentials the ledger redacted must be given again.
+        """
+        ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
+        taken = None
+        try:
+            recorded = recorded_spec(ledger, campaign_id)
+            taken = _take_lease(ledger, campaign_id, lease)
+            row = ledger.campaign(campaign_id)
+            spec, budget_change = resume_spec(recorded, campaign_id=campaign_id,
+                                              n_dispatched=len(ledger.lab_jobs(campaign_id)),
+                                              is_stopped=row.status == "stopped", **options)
+            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken)
+        except BaseException:
+            _give_up(ledger if owns else None, taken)
+            raise
+        if budget_change is not None:
+            ledger.append(campaign_id, budget_change, key=f"lab-budget-changed:{ledger.n_events(campaign_id)}")
+        return campaign
+
+    # ------------------------------------------------------------------------------------------------ running
+    @property
+    def pending_interrupt(self) -> Any | None:
+        """The question the graph is waiting on (an approval), or None."""
+        snapshot = self.graph.get_state(self.config)
+        for task in snapshot.tasks:
+            for item in task.interrupts:
+                return item.value
+        return None
+
+    @property
+    def is_finished(self) -> bool:
+        return self.ledger.campaign(self.campaign_id).status == "stopped"
+
+    def run(
+        self,
+        *,
+        max_steps: int | None = None,
+        approval: Any = None,
+        on_step: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Run (or continue) the loop until it stops, waits for approval, or ``max_steps`` node runs have passed.
+
+        Args:
+            max_steps: stop after this many node executions (the campaign stays resumable).
+            approval: the answer to a pending approval interrupt (True, False or a list of job keys).
+            on_step: called with (node name, its state update) after every node.
+
+        Returns:
+            The campaign summary (see ``orchestrator.loop.summary.summarise``).
+        """
+        if self.is_finished:
+            return self.summary()
+        snapshot = self.graph.get_state(self.config)
+        if approval is not None:
+            graph_input: Any = Command(resume=approval)
+        elif snapshot.next:
+            if self.pending_interrupt is not None:
+                return self.summary()
+            graph_input = None
+        elif snapshot.values:
+            # A kill between a node's saved writes and the next checkpoint leaves no task "next" in the snapshot;
+            # streaming from the checkpoint applies those pending writes and carries on from there.
+            graph_input = None
+        else:
+            graph_input = {"campaign_id": self.campaign_id, "iteration": 0, "is_done": False}
+        n_steps = 0
+        for chunk in self.graph.stream(graph_input, self.config, stream_mode="updates", durability="sync"):
+            for node, update in chunk.items():
+                if node == "__interrupt__":
+                    continue
+                n_steps += 1
+                if on_step is not None:
+                    on_step(node, update or {})
+            if max_steps is not None and n_steps >= max_steps:
+                break
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        return summarise(self.ledger, self.campaign_id)
+
+    # ------------------------------------------------------------------------------------------------ closing
+    def close(self) -> None:
+        try:
+            self.ctx.close()
+            if self._connection is not None:
+                self._connection.close()
+        finally:
+            _give_up(self.ledger if self._owns_ledger else None, self._lease)
+            self._lease = None
+
+    def __enter__(self) -> Campaign:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

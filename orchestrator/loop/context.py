@@ -1,0 +1,178 @@
+"""The runtime a campaign's nodes share: spec, pool, ledger, rungs, lab driver, rubric and planners.
+
+None of this is graph state (it is not serialisable); it is rebuilt from the spec and the ledger on resume.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.ledger import Ledger
+from orchestrator.loop.aio import LoopThread
+from orchestrator.loop.lab_clock import replay_lab
+from orchestrator.policy.planners import Planner, make_planner
+from orchestrator.space.pool import Pool, load_pool
+from orchestrator.spec import CampaignSpec, RungSpec
+from vocabulary.domain import SetupError
+
+__all__ = ["CampaignContext", "Rung", "build_context"]
+
+
+@dataclass
+class Rung:
+    """One simulator rung as configured by the spec."""
+
+    spec: RungSpec
+    simulator: Any
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass
+class CampaignContext:
+    campaign_id: str
+    spec: CampaignSpec
+    pool: Pool
+    ledger: Ledger
+    rungs: list[Rung]
+    driver: Any
+    rubric: Any
+    planners: dict[str, Planner]
+    loop: LoopThread = field(default_factory=LoopThread)
+    max_pending: int = 1
+    """Jobs the lab may hold at once (spec, else the driver's parallel capacity)."""
+    resources: dict[str, Any] = field(default_factory=dict)
+    """Things made on first use and closed with the campaign: the simulator executor and the result cache."""
+
+    @property
+    def seed(self) -> int:
+        return self.spec.campaign.seed
+
+    @property
+    def arms(self) -> list[str]:
+        """Main arm first, then the control arm if any."""
+        return [self.spec.planner.main] + ([self.spec.planner.control] if self.spec.planner.control else [])
+
+    def close(self) -> None:
+        for name in ("executor", "cache"):
+            resource = self.resources.pop(name, None)
+            if resource is not None:
+                resource.close()
+        self.loop.close()
+
+
+def _build_rungs(spec: CampaignSpec, pool: Pool) -> list[Rung]:
+    from simulators import TableSimulator, load_simulator
+
+    rungs = []
+    for order, rung in enumerate(spec.ladder):
+        if rung.simulator == "table":
+            simulator = TableSimulator(
+                rung.name,
+                pool.column(rung.column),
+                rung.property or rung.column,
+                fidelity=order,
+                cost_s=rung.cost_s,
+            )
+        else:
+            simulator = load_simulator(rung.simulator, **rung.parameters)
+        if spec.campaign.kind not in simulator.applies_to:
+            raise SetupError(
+                f"rung {rung.name!r} ({rung.simulator}) applies to {sorted(simulator.applies_to)}, "
+                f"not to this campaign's {spec.campaign.kind!r} candidates; remove it from the ladder"
+            )
+        if rung.proxy and rung.proxy not in simulator.implemented_properties:
+            raise SetupError(
+                f"rung {rung.name!r}: proxy {rung.proxy!r} is not one of its properties {list(simulator.implemented_properties)}"
+            )
+        rungs.append(Rung(rung, simulator))
+    return rungs
+
+
+def _build_driver(spec: CampaignSpec, pool: Pool):
+    from instruments import TableOracle, load_driver
+
+    params: dict[str, Any] = dict(spec.lab.parameters)
+    if spec.lab.driver == "http" and os.environ.get("CLOSEDLOOP_LAB_TOKEN"):
+        params.setdefault("token", os.environ["CLOSEDLOOP_LAB_TOKEN"])  # never in the spec, so never in the ledger
+    if spec.lab.driver == "simlab":
+        if spec.lab.oracle_simulator:
+            params.setdefault("oracle", simulator_oracle(spec))
+        else:
+            column = spec.lab.oracle_column or "_oracle"
+            from orchestrator.space.compact import CompactPool
+
+            params.setdefault("oracle", pool.oracle(column, spec.objective.property) if isinstance(pool, CompactPool)
+                              else TableOracle(pool.column(column), property=spec.objective.property))
+        params.setdefault("noise_sd", spec.lab.noise_sd)
+        params.setdefault("seed", spec.campaign.seed)
+    if spec.lab.driver == "recorded":
+        from orchestrator.loop.recorded_lab import resolve_recorded_lab
+
+        params = resolve_recorded_lab(params)
+    return load_driver(spec.lab.driver, **params)
+
+
+def simulator_oracle(spec: CampaignSpec):
+    """The SimLab's ground truth computed by a simulator (``lab.oracle_simulator``), for spaces without a table."""
+    from instruments import FunctionOracle
+    from simulators import load_simulator
+    from vocabulary.domain import InstrumentFault
+
+    simulator = load_simulator(spec.lab.oracle_simulator, **spec.lab.oracle_parameters)
+    name = spec.lab.oracle_property
+    if name not in simulator.implemented_properties:
+        raise SetupError(f"lab.oracle_property {name!r} is not a property of {spec.lab.oracle_simulator!r}; "
+                         f"choose one of {list(simulator.implemented_properties)}")
+
+    def truth(candidate) -> float:
+        observation = simulator.evaluate([candidate])[0]
+        if observation.status != "ok" or name not in observation.properties:
+            raise InstrumentFault(f"the lab's ground truth ({spec.lab.oracle_simulator}) failed on {candidate.id}: "
+                                  f"{observation.reason or 'no ' + name}")
+        return float(observation.properties[name])
+
+    return FunctionOracle(truth, property=spec.objective.property)
+
+
+def grow_pool(ctx: CampaignContext) -> None:
+    """Open spaces: add every candidate the ledger's ``PoolExtended`` events added, in their order."""
+    from vocabulary.domain import candidate_from_dict
+    from vocabulary.events import PoolExtended
+
+    for event in ctx.ledger.events(ctx.campaign_id, types=[PoolExtended.type]):
+        ctx.pool.extend([candidate_from_dict(c) for c in event.payload["candidates"]])
+
+
+def build_context(spec: CampaignSpec, ledger: Ledger, campaign_id: str) -> CampaignContext:
+    """Everything the nodes need, rebuilt from the spec and the ledger (so it also serves a resume)."""
+    from rewards import load_rubric
+
+    pool = load_pool(spec)
+    if spec.space.generate:
+        pool = pool.copy()  # an open space grows; the cached seed library must not
+    rubric_ref = spec.rewards.rubric
+    if rubric_ref.endswith(".toml"):
+        rubric_ref = str(spec.resolve(rubric_ref))
+    planners = {arm: make_planner(arm, spec) for arm in (spec.planner.main, spec.planner.control) if arm}
+    ctx = CampaignContext(
+        campaign_id=campaign_id,
+        spec=spec,
+        pool=pool,
+        ledger=ledger,
+        rungs=_build_rungs(spec, pool),
+        driver=_build_driver(spec, pool),
+        rubric=load_rubric(rubric_ref),
+        planners=planners,
+    )
+    capabilities = ctx.loop.run(ctx.driver.capabilities())
+    parallel = capabilities.get("max_parallel_jobs") or sum(capabilities.get("stations", {}).values())
+    ctx.max_pending = spec.lab.max_pending or int(parallel) or spec.planner.batch_size
+    if spec.space.generate:
+        grow_pool(ctx)
+    replay_lab(ctx)
+    return ctx

@@ -1,0 +1,129 @@
+"""What the ladder knows about the whole design space: proxy rungs surveyed over the pool.
+
+A proxy rung is **surveyed** (read once for every candidate of a fixed pool) when an arm that plans with the ladder
+runs (``uses_ladder``) and the rung's pool-wide cost fits ``screening.survey_share`` of the compute budget, cheapest
+rung first; without a compute budget every proxy rung is surveyed. A surveyed rung is then known everywhere, so the
+planner can calibrate it against the lab and use it as the surrogate's prior mean (``planners.ladder_prior``) and
+rank a cold start by it. A rung too dear to survey (FreeSolv's GAFF hour) stays with the screen, whose escalation
+spends the rest of the compute budget where the value of information per second is highest.
+
+A table rung's values are the pool's own column, so its ``RungSurveyed`` event records only the count and the cost;
+a computed rung's values go into the event, so resume and replay never recompute them.
+
+Example:
+    >>> view = LadderView(values={"cheap": np.array([1.0, np.nan])}, cost_s={"cheap": 0.5})
+    >>> view.cheapest, view.n_known("cheap")
+    ('cheap', 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from orchestrator.loop.context import CampaignContext, Rung
+from vocabulary.events import RungSurveyed
+
+__all__ = ["LadderView", "ladder_view", "survey_items", "uses_ladder"]
+
+
+@dataclass(frozen=True)
+class LadderView:
+    """Surveyed proxy rungs: rung name -> proxy value per pool row (NaN where it failed), cheapest rung first."""
+
+    values: dict[str, np.ndarray]
+    cost_s: dict[str, float]
+    """Mean cost of one evaluation of each rung, seconds."""
+
+    @property
+    def cheapest(self) -> str | None:
+        return next(iter(self.values), None)
+
+    def n_known(self, rung: str) -> int:
+        return int(np.isfinite(self.values[rung]).sum())
+
+
+def uses_ladder(ctx: CampaignContext) -> bool:
+    """Whether any arm of the campaign plans with the ladder (``planner.uses_ladder``)."""
+    return any(getattr(planner, "uses_ladder", False) for planner in ctx.planners.values())
+
+
+def _proxy_rungs(ctx: CampaignContext) -> list[tuple[Rung, float]]:
+    """Proxy rungs with their pool-wide cost in seconds, cheapest first (ladder order breaks ties)."""
+    candidates = ctx.pool.candidates
+    rungs = []
+    for rung in ctx.rungs:
+        if not rung.spec.proxy:
+            continue
+        if rung.spec.simulator == "table":
+            total = float(rung.spec.cost_s) * len(candidates)
+        else:
+            total = float(sum(rung.simulator.cost_model(c) for c in candidates))
+        rungs.append((rung, total))
+    return sorted(rungs, key=lambda item: item[1])
+
+
+def survey_items(ctx: CampaignContext, iteration: int) -> list[tuple[RungSurveyed, str]]:
+    """The surveys this campaign should make now, as ledger items (one per rung, keyed by rung).
+
+    Only fixed pools are surveyed (an open space grows every iteration), only once per rung, and only while the
+    surveys' total cost fits ``survey_share`` of the compute budget.
+    """
+    from orchestrator.loop.screening import run_rung
+
+    if ctx.spec.space.generate or not uses_ladder(ctx):
+        return []
+    done = {e.payload["rung"]: e.payload["cost_s"] for e in ctx.ledger.events(ctx.campaign_id, types=[RungSurveyed.type])}
+    budget = ctx.spec.budget.compute_seconds
+    allowance = None if budget is None else ctx.spec.screening.survey_share * budget - sum(done.values())
+    items = []
+    for rung, cost in _proxy_rungs(ctx):
+        if rung.name in done:
+            continue
+        if allowance is not None:
+            if cost > allowance:
+                continue
+            allowance -= cost
+        if rung.spec.simulator == "table":
+            column = ctx.pool.columns.get(rung.spec.column, np.full(len(ctx.pool), np.nan))
+            payload = RungSurveyed(iteration=iteration, rung=rung.name, proxy=rung.spec.proxy,
+                                   n_candidates=len(ctx.pool), n_failed=int((~np.isfinite(column)).sum()), cost_s=cost)
+        else:
+            observations = run_rung(ctx, rung, ctx.pool.candidates)
+            values = {c.id: (float(o.properties[rung.spec.proxy])
+                             if o.status == "ok" and rung.spec.proxy in o.properties else None)
+                      for c, o in zip(ctx.pool.candidates, observations, strict=True)}
+            payload = RungSurveyed(iteration=iteration, rung=rung.name, proxy=rung.spec.proxy,
+                                   n_candidates=len(values), n_failed=sum(v is None for v in values.values()),
+                                   cost_s=float(sum(o.cost_s or 0.0 for o in observations)), values=values)
+        items.append((payload, f"survey:{rung.name}"))
+    return items
+
+
+def ladder_view(ctx: CampaignContext) -> LadderView | None:
+    """The surveyed rungs as pool-aligned arrays (kept in the context; surveys happen once); None without any."""
+    cached = ctx.resources.get("ladder_view")
+    if cached is not None and cached[0] == len(ctx.pool):
+        return cached[1]
+    events = ctx.ledger.events(ctx.campaign_id, types=[RungSurveyed.type])
+    if not events:
+        return None
+    by_name = {r.name: r for r in ctx.rungs}
+    values: dict[str, np.ndarray] = {}
+    cost_s: dict[str, float] = {}
+    for event in sorted(events, key=lambda e: e.payload["cost_s"] / max(e.payload["n_candidates"], 1)):
+        p = event.payload
+        rung = by_name.get(p["rung"])
+        if rung is None:
+            continue
+        if rung.spec.simulator == "table":
+            column = ctx.pool.columns.get(rung.spec.column)
+            row = np.full(len(ctx.pool), np.nan) if column is None else np.asarray(column, dtype=float)[: len(ctx.pool)]
+        else:
+            row = np.asarray([np.nan if p["values"].get(cid) is None else p["values"][cid] for cid in ctx.pool.ids])
+        values[p["rung"]] = row
+        cost_s[p["rung"]] = p["cost_s"] / max(p["n_candidates"], 1)
+    view = LadderView(values=values, cost_s=cost_s)
+    ctx.resources["ladder_view"] = (len(ctx.pool), view)
+    return view

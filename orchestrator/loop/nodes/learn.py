@@ -1,0 +1,128 @@
+"""learn: re-assess each proxy rung against the lab, update the surrogate, and record both.
+
+For a target objective the GP is fitted on the lab values, otherwise on the utilities
+(``planners.campaign_surrogate_state``). When the main arm plans with the ladder and a proxy rung was surveyed, the
+GP models the residual from the rung's calibrated prediction (``planners.ladder_prior``), recorded in its state. Hyperparameters are refitted when the lab data has grown by a batch or by a quarter since the last fit; in
+between they are kept, and the planner conditions the GP on all the data with them.
+
+The plan node rebuilds the posterior from these recorded hyperparameters, so a resumed campaign plans exactly as
+an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestrator.loop.beliefs import rung_calibrations
+from orchestrator.loop.context import CampaignContext
+from orchestrator.loop.history import lab_history
+from orchestrator.loop.state import CampaignState
+from orchestrator.loop.summary import arm_comparison, comparison_ceiling
+from orchestrator.policy.planners import campaign_surrogate_state
+from orchestrator.seeding import derive_seed
+from vocabulary.events import (
+    ArmsCompared,
+    RungAssessment,
+    RungsAssessed,
+    SurrogateUpdated,
+)
+
+__all__ = ["learn"]
+
+
+def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
+    iteration = state["iteration"]
+    history = lab_history(ctx)
+    previous = ctx.ledger.events(ctx.campaign_id, types=[SurrogateUpdated.type])
+    if previous and previous[-1].payload["n_train"] == len(history.results):
+        return {}  # no new lab result since the last fit
+    best = history.best
+    hyperparameters: dict = {}
+    model = "none"
+    fitted = [e.payload for e in previous if e.payload["hyperparameters"] and "refit" in e.payload["model"]]
+    n_train = len(history.results)
+    rows = np.asarray([ctx.pool.index[r[0]] for r in history.results], dtype=int)
+    values = np.asarray([r[2] for r in history.results], dtype=float)
+    prior, prior_train = _ladder_prior(ctx, rows, values) if n_train >= 2 else (None, None)
+    is_due = not fitted or n_train >= max(fitted[-1]["n_train"] + ctx.spec.planner.batch_size,
+                                          1.25 * fitted[-1]["n_train"])
+    if not is_due and _prior_kind(fitted[-1]["hyperparameters"].get("prior")) == _prior_kind(prior):
+        # Hyperparameters move slowly: keep them (and the prior they were fitted with), and let the planner condition
+        # the GP on all the data. A prior that changes kind (another rung, or calibrated at last) forces a refit.
+        hyperparameters = fitted[-1]["hyperparameters"]
+        model = fitted[-1]["model"].replace("refit", "kept")
+    elif _fits_surrogate(ctx) and n_train >= 2:
+        hyperparameters = campaign_surrogate_state(ctx.spec, ctx.pool.features[rows], values, prior=prior,
+                                                   prior_train=prior_train,
+                                                   seed=derive_seed(ctx.seed, iteration, "learn"))
+        model = f"pyro-gp:{hyperparameters['kernel']}:refit"
+    screening = ctx.spec.screening
+    items = []
+    assessed = [RungAssessment(rung=rung, n_pairs=calibration.n_pairs, spearman=calibration.spearman,
+                               intercept=calibration.intercept, slope=calibration.slope,
+                               residual_sd=calibration.residual_sd,
+                               is_informative=calibration.is_informative(
+                                   min_pairs=screening.min_pairs, min_informativeness=screening.min_informativeness))
+                for rung, calibration in rung_calibrations(ctx).items()]
+    if assessed:  # one event for every rung (ledgers before it: a RungAssessed per rung)
+        items.append((RungsAssessed(iteration=iteration, rungs=assessed), f"it{iteration}:rungs-assessed"))
+    comparison = _arms_compared(ctx, iteration, history)
+    if comparison is not None:
+        items.append((comparison, f"it{iteration}:arms-compared"))
+    items.append((SurrogateUpdated(iteration=iteration, model=model, n_train=len(history.results),
+                                   hyperparameters=hyperparameters, incumbent=best[3] if best else None),
+                  f"it{iteration}:surrogate"))
+    ctx.ledger.append_many(ctx.campaign_id, items, actor="learner")
+    return {}
+
+
+def _prior_kind(prior: dict | None) -> tuple | None:
+    """What a change of forces a refit: the prior's rung and whether it is calibrated (not its numbers)."""
+    return None if not prior else (prior["rung"], prior["is_calibrated"])
+
+
+def _fits_surrogate(ctx: CampaignContext) -> bool:
+    """Whether an arm that gets lab slots plans with the campaign's GP (``uses_surrogate``): nothing is fitted for
+    arms that do not (random, cheap-first, botorch), nor for a control whose share of the lab is 0."""
+    planner_spec = ctx.spec.planner
+    arms = [planner_spec.main]
+    if planner_spec.control is not None and planner_spec.control_share > 0:
+        arms.append(planner_spec.control)
+    return any(getattr(ctx.planners.get(arm), "uses_surrogate", False) for arm in arms)
+
+
+def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
+    """The ladder prior to fit with (``planners.ladder_prior``) and its value at the training rows, when the main arm
+    plans with the ladder and a rung was surveyed; (None, None) otherwise."""
+    from orchestrator.loop.ladder_view import ladder_view
+    from orchestrator.policy.planners.bo import surrogate_fits_values
+    from orchestrator.policy.planners.ladder_prior import choose_prior, prior_rows
+
+    view = ladder_view(ctx)
+    if view is None or not getattr(ctx.planners[ctx.spec.planner.main], "uses_ladder", False):
+        return None, None
+    prior = choose_prior(view.values, rows, values, ctx.spec)
+    at_rows = prior_rows(prior, view.values, ctx.spec,
+                         fitted_on="value" if surrogate_fits_values(ctx.spec) else "utility")
+    return (None, None) if at_rows is None else (prior, at_rows[rows])
+
+
+def _arms_compared(ctx: CampaignContext, iteration: int, history) -> ArmsCompared | None:
+    """The main arm against the control on the lab results so far; None without a control arm or its results."""
+    main, control = ctx.spec.planner.main, ctx.spec.planner.control
+    arms = {r[1] for r in history.results}
+    if control is None or not {main, control} <= arms:
+        return None
+    # in dispatch order: within an iteration an arm's jobs go out in the screen's rank order
+    rows = [(*r, iteration) for _, r, iteration in
+            sorted(zip(history.dispatched_seqs, history.results, history.iterations, strict=True), key=lambda t: t[0])]
+    comparison = arm_comparison(rows, main, control, seed=ctx.seed, ceiling=comparison_ceiling(ctx.spec.objective))
+    return ArmsCompared(
+        iteration=iteration, main=main, control=control,
+        n_lab={arm: entry["n_lab"] for arm, entry in comparison["arms"].items()},
+        best_utility=comparison["best_utility"],
+        best_level=comparison["best_level"],
+        experiments_to_best_level=comparison["experiments_to_best_level"],
+        paired_experiments=comparison["paired_experiments"],
+        acceleration=comparison["acceleration"],
+    )

@@ -1,0 +1,209 @@
+"""plan: size this iteration to the lab's free capacity, queue due retries first, split the remaining slots
+between the main and control arms, and ask each arm for proposals.
+
+The control is fair: every arm plans on the same state (the same available candidates, so neither plans from the
+other's leftovers) and is asked for the same number of proposals per lab slot (``proposals_per_slot`` when the ladder
+has a proxy rung for the screen to rank by, one otherwise). When two arms propose the same candidate, a coin seeded
+by (campaign seed, iteration, candidate id) gives it to one of them and is recorded as ``ConflictSettled``; only the
+winner's proposal is recorded, and the other arm fills its lab slots from its other proposals at the screen. A slot
+the coin leaves without any proposal (one proposal per slot) is not offered to that arm this iteration, so losing the
+coin is not scored as an abstention; the running share gives the slot back later.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestrator.loop.context import CampaignContext
+from orchestrator.loop.history import lab_history, pending_retries
+from orchestrator.loop.ladder_view import ladder_view
+from orchestrator.loop.llm_calls import LedgerLLMRecorder
+from orchestrator.loop.state import CampaignState
+from orchestrator.policy.planners import PlanningContext
+from orchestrator.seeding import derive_seed
+from vocabulary.events import (
+    ConflictSettled,
+    PoolExtended,
+    Proposed,
+    Rejected,
+    SurrogateUpdated,
+)
+
+__all__ = ["allocate_slots", "plan", "settle_conflicts"]
+
+
+def allocate_slots(n_dispatched: int, n_control_so_far: int, n_slots: int, control_share: float) -> int:
+    """Control slots this batch so that the control arm's running share tracks ``control_share``.
+
+    Example:
+        >>> [allocate_slots(4 * i, i, 4, 0.25) for i in range(3)]
+        [1, 1, 1]
+    """
+    target = int(np.floor(control_share * (n_dispatched + n_slots) + 0.5))
+    return int(min(max(target - n_control_so_far, 0), n_slots))
+
+
+def settle_conflicts(seed: int, iteration: int, wanted: dict[str, list[str]]) -> dict[str, tuple[list[str], str]]:
+    """Who gets each candidate that more than one arm proposed in an iteration: candidate id -> (the arms that
+    proposed it, in ``wanted``'s order, and the winner), decided by a fair coin seeded by (seed, iteration, candidate
+    id), so a re-run settles every conflict the same way.
+
+    Example:
+        >>> settled = settle_conflicts(0, 1, {"bo": ["a", "b"], "random": ["b", "c"]})
+        >>> list(settled), settled["b"][0], settled["b"][1] in ("bo", "random")
+        (['b'], ['bo', 'random'], True)
+    """
+    claimants: dict[str, list[str]] = {}
+    for arm, candidate_ids in wanted.items():
+        for cid in dict.fromkeys(candidate_ids):
+            claimants.setdefault(cid, []).append(arm)
+    return {cid: (arms, arms[derive_seed(seed, iteration, "conflict", cid) % len(arms)])
+            for cid, arms in claimants.items() if len(arms) > 1}
+
+
+def _latest_surrogate_state(ctx: CampaignContext) -> dict | None:
+    events = ctx.ledger.events(ctx.campaign_id, types=[SurrogateUpdated.type])
+    for event in reversed(events):
+        if event.payload["hyperparameters"]:
+            return event.payload["hyperparameters"]
+    return None
+
+
+def _rejected_for_good(ctx: CampaignContext) -> set[str]:
+    """Candidates validation rejected as invalid or out of space (not mere duplicates); never proposed again."""
+    events = ctx.ledger.events(ctx.campaign_id, types=[Rejected.type])
+    return {e.payload["candidate_id"] for e in events if e.payload["candidate_id"] and "duplicate" not in e.payload["reason"]}
+
+
+def _grow_by_mutation(ctx: CampaignContext, iteration: int, history) -> list:
+    """Open spaces: add edits of the best lab results so far (of the seed library before any) to the pool."""
+    from orchestrator.policy.generation import neighbours
+    from orchestrator.seeding import derive_seed
+
+    pool, space = ctx.pool, ctx.spec.space
+    if space.neighbours_per_iteration == 0:
+        return []
+    best_first = sorted(history.results, key=lambda r: -r[3])
+    parents = [pool.get(r[0]) for r in best_first[:4]]
+    if not parents:
+        rng = np.random.default_rng(derive_seed(ctx.seed, iteration, "seed-parents"))
+        parents = [pool.candidates[int(i)] for i in rng.choice(pool.seed_size or len(pool), size=min(4, len(pool)), replace=False)]
+    found = neighbours(parents, space, n=space.neighbours_per_iteration, known=set(pool.ids),
+                       seed=derive_seed(ctx.seed, iteration, "mutations"))
+    added = pool.extend(found)
+    return _extended(ctx, iteration, "mutation", added, history)
+
+
+def _extended(ctx: CampaignContext, iteration: int, source: str, added: list, history) -> list:
+    """The ``PoolExtended`` record of candidates that just joined an open space, with their novelty."""
+    from orchestrator.policy.generation import novelty
+
+    if not added:
+        return []
+    known = [ctx.pool.get(cid) for cid in history.tested] or ctx.pool.candidates[: ctx.pool.seed_size]
+    payload = PoolExtended(iteration=iteration, source=source, candidates=[c.model_dump(mode="json") for c in added],
+                           novelty=[novelty(c, known) for c in added])
+    return [(payload, f"it{iteration}:pool-extended:{source}")]
+
+
+def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
+    iteration = state["iteration"]
+    spec, pool = ctx.spec, ctx.pool
+    history = lab_history(ctx)
+    free = ctx.max_pending - len(history.pending)
+    n_free = max(min(spec.planner.batch_size, free, spec.budget.lab_experiments - history.n_dispatched), 0)
+    retries = [r.retry_key for r in pending_retries(ctx)][:n_free]
+    n_slots = n_free - len(retries)
+    control = spec.planner.control
+    n_control = allocate_slots(history.n_dispatched, history.n_by_arm.get(control, 0), n_slots, spec.planner.control_share) if control else 0
+    slots = {spec.planner.main: n_slots - n_control, **({control: n_control} if control else {})}
+
+    items = []
+    generate = spec.space.generate
+    if generate and n_slots > 0:
+        items += _grow_by_mutation(ctx, iteration, history)
+    excluded = set(history.tested) | _rejected_for_good(ctx)
+    # By row, not by scanning every id: a streamed pool spells ids on demand.
+    excluded_rows = [pool.index[cid] for cid in excluded if cid in pool.index]
+    is_available = np.ones(len(pool), dtype=bool)
+    is_available[np.asarray(excluded_rows, dtype=int)] = False
+    available = np.flatnonzero(is_available)
+    observed = np.asarray([pool.index[r[0]] for r in history.results], dtype=int)
+    utilities = np.asarray([r[3] for r in history.results], dtype=float)
+    values = np.asarray([r[2] for r in history.results], dtype=float)
+    pending = np.asarray([pool.index[cid] for cid in history.pending], dtype=int)
+    surrogate_state = _latest_surrogate_state(ctx)
+    has_proxy = any(r.spec.proxy for r in ctx.rungs)
+
+    # One state for every arm: the same available set (neither plans from the other's leftovers), and the same number
+    # of proposals per lab slot (the screen's ranking then picks each arm's lab candidates among its own proposals).
+    context = PlanningContext(
+        spec=spec,
+        pool=pool,
+        iteration=iteration,
+        available=available,
+        observed=observed,
+        utilities=utilities,
+        values=values,
+        pending=pending,
+        surrogate_state=surrogate_state,
+        seed=ctx.seed,
+        recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration),
+        ladder=ladder_view(ctx),
+        proposals_per_slot=spec.planner.proposals_per_slot if has_proxy else 1,
+    )
+    per_slot = context.proposals_per_slot
+    proposals_by_arm: dict[str, list] = {}
+    for arm in ctx.arms:
+        if slots.get(arm, 0) == 0:
+            continue
+        planner = ctx.planners[arm]
+        if hasattr(planner, "recorder"):  # the llm arm records (and on a re-run, replays) its calls in the ledger
+            planner.recorder = context.recorder
+        n_known = len(pool)
+        proposals_by_arm[arm] = planner.propose(context, slots[arm] * per_slot)
+        if generate:
+            items += _extended(ctx, iteration, arm, pool.candidates[n_known:], history)
+
+    conflicts = settle_conflicts(ctx.seed, iteration, {arm: [p.candidate.id for p in proposals]
+                                                        for arm, proposals in proposals_by_arm.items()})
+    for cid, (arms, winner) in conflicts.items():
+        items.append((ConflictSettled(iteration=iteration, candidate_id=cid, arms=arms, winner=winner),
+                      f"it{iteration}:conflict:{cid}"))
+    proposed_ids: list[str] = []
+    if generate:
+        reference = [pool.get(cid) for cid in history.tested] or pool.candidates[: pool.seed_size]
+    for arm, proposals in proposals_by_arm.items():
+        n_lost = 0
+        for proposal in proposals:
+            cid = proposal.candidate.id
+            if cid in conflicts and conflicts[cid][1] != arm:
+                n_lost += 1
+                continue  # the coin gave it to the other arm; this arm's other proposals compete for its slots
+            novelty = None
+            if generate:
+                from orchestrator.policy.generation import novelty as novelty_of
+
+                novelty = novelty_of(proposal.candidate, reference)
+            proposed_ids.append(cid)
+            payload = Proposed(
+                iteration=iteration,
+                arm=arm,  # the slot's arm: a registered arm may reuse a built-in planner class
+                candidate_id=cid,
+                candidate=proposal.candidate.model_dump(mode="json"),
+                hypothesis=proposal.hypothesis,
+                rationale=proposal.rationale,
+                expected=proposal.expected,
+                acquisition=proposal.acquisition,
+                is_fallback=proposal.is_fallback,
+                is_bo_pick=proposal.is_bo_pick,
+                is_anchor=proposal.is_anchor,
+                novelty=novelty,
+                is_generated=generate and pool.index[cid] >= (pool.seed_size or len(pool)),
+            )
+            items.append((payload, f"it{iteration}:proposed:{arm}:{cid}"))
+        # A slot the coin left without a proposal is not offered to the arm (it did not abstain); the running share
+        # gives it back in a later iteration.
+        slots[arm] -= min(n_lost, max(slots[arm] - (len(proposals) - n_lost), 0))
+    ctx.ledger.append_many(ctx.campaign_id, items, actor="planner")
+    return {"proposed": proposed_ids, "slots": slots, "retries": retries}

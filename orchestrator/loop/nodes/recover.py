@@ -1,0 +1,71 @@
+"""recover: decide what each failed lab job leads to: a retry with back-off, a skip, or an abort.
+
+The lab's ``failure_policy`` decides, or, with ``ask``, a human does through a LangGraph ``interrupt`` answered with
+``{job_key: "retry" | "skip" | "abort"}`` (or one action for all). A retry is a new job key, so the failed run and
+its retry both stay in the ledger. Retries are capped by ``max_retries``; then the candidate is skipped.
+"""
+
+from __future__ import annotations
+
+from langgraph.types import interrupt
+
+from orchestrator.loop.context import CampaignContext
+from orchestrator.loop.jobs import job_key, parse_job_key
+from orchestrator.loop.state import CampaignState
+from vocabulary.events import FailureHandled, Observed
+
+__all__ = ["recover", "unhandled_failures"]
+
+
+def unhandled_failures(ctx: CampaignContext) -> list[Observed]:
+    """Failed lab results that no ``FailureHandled`` event has answered yet, oldest first."""
+    failed_jobs = [j for j in ctx.ledger.lab_jobs(ctx.campaign_id) if j.status == "failed"]
+    if not failed_jobs:
+        return []
+    handled = {e.payload["job_key"] for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])}
+    seqs = [j.observed_seq for j in failed_jobs if j.job_key not in handled]
+    if not seqs:
+        return []
+    failed = [e.typed() for e in ctx.ledger.events_at(ctx.campaign_id, seqs)]
+    return [f for f in failed if f.status == "failed" and f.provenance == "lab" and f.job_key not in handled]
+
+
+def _human_actions(failures: list[Observed], ctx: CampaignContext) -> dict[str, str]:
+    answer = interrupt({
+        "campaign_id": ctx.campaign_id,
+        "question": "lab jobs failed; resume with 'retry', 'skip' or 'abort' (or a mapping of job key to action)",
+        "failures": [{"job_key": f.job_key, "candidate_id": f.candidate_id, "reason": f.reason} for f in failures],
+    })
+    if isinstance(answer, str):
+        return {f.job_key: answer for f in failures}
+    return {f.job_key: answer.get(f.job_key, "skip") for f in failures}
+
+
+def recover(state: CampaignState, ctx: CampaignContext) -> CampaignState:
+    iteration = state["iteration"]
+    failures = unhandled_failures(ctx)
+    if not failures:
+        return {}
+    lab = ctx.spec.lab
+    if lab.failure_policy == "ask":
+        actions, decided_by = _human_actions(failures, ctx), "human"
+    else:
+        actions, decided_by = {f.job_key: lab.failure_policy for f in failures}, f"policy:{lab.failure_policy}"
+    items = []
+    for failure in failures:
+        candidate_id, attempt = parse_job_key(ctx.campaign_id, failure.job_key)
+        action = actions[failure.job_key]
+        if action not in {"retry", "skip", "abort"}:
+            action = "skip"
+        retry_key, not_before = None, None
+        if action == "retry" and attempt > lab.max_retries:
+            action = "skip"
+        if action == "retry":
+            retry_key = job_key(ctx.campaign_id, candidate_id, attempt + 1)
+            not_before = failure.sim_time_s + lab.retry_backoff_s * 2 ** (attempt - 1)
+        items.append((FailureHandled(iteration=iteration, job_key=failure.job_key, candidate_id=candidate_id,
+                                     arm=failure.arm, action=action, reason=failure.reason or "unknown",
+                                     decided_by=decided_by, attempt=attempt, retry_key=retry_key,
+                                     not_before_s=not_before), f"handled:{failure.job_key}"))
+    ctx.ledger.append_many(ctx.campaign_id, items, actor=decided_by)
+    return {}

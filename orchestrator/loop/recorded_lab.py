@@ -1,0 +1,37 @@
+"""The recorded lab values of a campaign, for the ``recorded`` lab driver of a what-if replay.
+
+A what-if spec names the recorded campaign (``[lab] driver = "recorded"`` with ``db`` and ``campaign_id``
+parameters); the engine reads that campaign's lab results here and hands the values to the driver, so the
+instruments package never opens a ledger.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from orchestrator.ledger import Ledger
+
+__all__ = ["recorded_values", "resolve_recorded_lab"]
+
+
+def recorded_values(db: str, campaign_id: str) -> dict[str, float]:
+    """Candidate id -> mean recorded lab value (successful lab results only)."""
+    ledger = Ledger.open(db)
+    try:
+        values: dict[str, list[float]] = defaultdict(list)
+        for event in ledger.events(campaign_id, types=["Observed"]):
+            p = event.payload
+            if p["status"] == "ok" and p["value"] is not None:
+                values[p["candidate_id"]].append(float(p["value"]))
+    finally:
+        ledger.close()
+    return {cid: sum(v) / len(v) for cid, v in values.items()}
+
+
+def resolve_recorded_lab(params: dict[str, Any]) -> dict[str, Any]:
+    """The ``recorded`` driver's keyword arguments: ``db`` and ``campaign_id`` replaced by the recorded ``values``."""
+    if "values" in params or "db" not in params:
+        return params
+    rest = {k: v for k, v in params.items() if k not in {"db", "campaign_id"}}
+    return {**rest, "values": recorded_values(params["db"], params["campaign_id"])}

@@ -1,0 +1,380 @@
+"""The Bayesian-optimisation arm: a pyro-ppl GP with pending-aware batch log-EI (Kriging believer).
+
+With a ``prior_mean`` (for example a cheap rung calibrated against the lab), the GP models the lab utility's residual
+from that prior, and expected improvement is taken on prior + residual: the multi-fidelity mean-function form of
+co-kriging (Kennedy & O'Hagan, 2000) with the calibration playing the role of the scale factor.
+
+For a target objective the utility ``-|value - target|`` folds the two sides of the target together and puts a kink
+at the optimum. Given the lab values (``PlanningContext.values``), the surrogate models the value instead (the prior,
+if any, is then a prior value) and the planner ranks by ``log_window_improvement``, the expected improvement of the
+folded utility under the value's predictive. A surrogate state records what it was fitted on (``fitted_on``), and
+every reader conditions it on the same numbers (``surrogate_targets``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from orchestrator.policy.planners.base import PlanningContext
+from orchestrator.policy.planners.random_arm import RandomPlanner
+from vocabulary.domain import Proposal
+
+__all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
+           "choose_kernel", "cold_start_count", "fit_surrogate_state", "folded_utility_moments", "state_prior", "surrogate_fits_values",
+           "surrogate_targets"]
+
+
+class PriorMean(Protocol):
+    """A prior belief about every pool row's lab utility (or value), from what is known before the lab answers."""
+
+    def __call__(self, context: PlanningContext) -> np.ndarray | None:
+        """Prior utility per pool row, shape (n_pool,), in utility units; None when there is no prior (yet).
+
+        When the planner models values (a target objective, ``BOPlanner.models_values``): the prior value, in the
+        objective's unit.
+        """
+        ...
+
+
+def choose_kernel(kind: str, requested: str) -> str:
+    """``auto`` picks Tanimoto for molecular fingerprints and Matérn-5/2 otherwise."""
+    if requested != "auto":
+        return requested
+    return "tanimoto" if kind == "molecule" else "matern52"
+
+
+FittedOn = Literal["utility", "value"]
+
+
+def fit_surrogate_state(X: np.ndarray, y: np.ndarray, *, kernel: str, seed: int,
+                        fitted_on: FittedOn = "utility") -> dict[str, Any]:
+    """Fit the GP on lab data (features ``X``, targets ``y``) and return its JSON-serialisable hyperparameters.
+
+    The hyperparameters are the MAP under BoTorch's default priors (``GPSurrogate.fit(priors=True)``), found by
+    L-BFGS; Matérn-5/2 gets one lengthscale per feature (ARD). Measured on the discovery benchmarks against the plain
+    marginal-likelihood fit with one lengthscale (``orchestrator/DECISIONS.md``). ``fitted_on`` says whether ``y``
+    are utilities or values (objective unit); it is stored in the state, since the state's output standardisation
+    only fits the same kind of numbers.
+    """
+    from orchestrator.policy.planners.surrogate import GPSurrogate
+
+    state = GPSurrogate.fit(X, y, kernel=kernel, seed=seed, ard=kernel == "matern52", priors=True,
+                            optimizer="lbfgs").hyperparameters
+    return {**state, "fitted_on": fitted_on}
+
+
+def surrogate_fits_values(spec) -> bool:
+    """Whether a campaign's surrogate is fitted on lab values rather than utilities: for a target objective."""
+    return spec.objective.direction == "target"
+
+
+def campaign_surrogate_state(spec, X: np.ndarray, values: np.ndarray, *, seed: int,
+                             prior: dict[str, Any] | None = None, prior_train: np.ndarray | None = None) -> dict[str, Any]:
+    """The campaign's surrogate on lab results (``values`` in the objective's unit): fitted on the values for a
+    target objective, on the utilities otherwise (``surrogate_fits_values``).
+
+    With a ladder ``prior`` (``ladder_prior.choose_prior``) and its value at the training rows (``prior_train``, in
+    the unit fitted on), the GP is fitted on the residuals and the prior is recorded in the state.
+    """
+    values = np.asarray(values, dtype=float)
+    fits_values = surrogate_fits_values(spec)
+    y = values if fits_values else np.asarray([spec.objective.utility(v) for v in values], dtype=float)
+    if prior is not None and prior_train is not None:
+        y = y - np.asarray(prior_train, dtype=float)
+    kernel = choose_kernel(spec.campaign.kind, spec.planner.kernel)
+    state = fit_surrogate_state(X, y, kernel=kernel, seed=seed, fitted_on="value" if fits_values else "utility")
+    return {**state, "prior": prior} if prior is not None else state
+
+
+def state_prior(context: PlanningContext) -> np.ndarray | None:
+    """The ladder prior recorded in ``context.surrogate_state``, per pool row in the unit the state was fitted on;
+    None when the state has none (or the context has no surveyed rungs to evaluate it on)."""
+    state = context.surrogate_state
+    if not state or not state.get("prior"):
+        return None
+    from orchestrator.policy.planners.ladder_prior import prior_rows
+
+    ladder = getattr(context, "ladder", None)
+    return prior_rows(state["prior"], ladder.values if ladder is not None else None, context.spec,
+                      fitted_on=state.get("fitted_on", "utility"))
+
+
+def _target_of_values(state: dict | None, values: np.ndarray | None, objective) -> float | None:
+    """The objective's target when a surrogate with ``state`` is conditioned on lab values, else None.
+
+    Values when they are known, the objective is a target and the state was fitted on values (a state without
+    ``fitted_on`` predates value models and was fitted on utilities; no state yet means the next fit is on values).
+    """
+    fitted_on = (state or {}).get("fitted_on", "utility" if state else "value")
+    if values is not None and objective.direction == "target" and fitted_on == "value":
+        return float(objective.target)
+    return None
+
+
+def surrogate_targets(context: PlanningContext) -> tuple[np.ndarray, float | None]:
+    """The lab numbers to condition ``context.surrogate_state`` on, and the target when they are values."""
+    target = _target_of_values(context.surrogate_state, context.values, context.spec.objective)
+    return np.asarray(context.utilities if target is None else context.values, dtype=float), target
+
+
+def folded_utility_moments(mean: np.ndarray, sd: np.ndarray, target: float) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sd of the utility ``-|v - target|`` for v ~ Normal(mean, sd²), elementwise (the folded normal).
+
+    Example:
+        >>> m, s = folded_utility_moments(np.array([3.0, 0.0]), np.array([0.0, 1.0]), 0.0)
+        >>> np.round(m, 4).tolist(), np.round(s, 4).tolist()
+        ([-3.0, -0.7979], [0.0, 0.6028])
+    """
+    from scipy.special import ndtr
+
+    shift = np.asarray(mean, dtype=float) - target
+    sd = np.asarray(sd, dtype=float)
+    z = shift / np.where(sd > 0, sd, 1.0)
+    abs_mean = np.where(sd > 0, sd * np.sqrt(2 / np.pi) * np.exp(-0.5 * z * z) + shift * (1 - 2 * ndtr(-z)),
+                        np.abs(shift))
+    return -abs_mean, np.sqrt(np.maximum(shift**2 + sd**2 - abs_mean**2, 0.0))
+
+
+class LabUtilityModel:
+    """The campaign's GP rebuilt from a recorded state, predicting lab utilities whatever it was fitted on.
+
+    A state fitted on a target objective's values predicts values; their utility ``-|v - target|`` is given by its
+    folded-normal mean and sd (``folded_utility_moments``).
+
+    Args:
+        state: recorded hyperparameters (``SurrogateUpdated.hyperparameters``).
+        X_train: features of the lab results, one row each.
+        utilities, values: the lab results as utilities and in the objective's unit (values may be None).
+        objective: the campaign's ``Objective``.
+    """
+
+    def __init__(self, state: dict[str, Any], X_train: np.ndarray, utilities: np.ndarray,
+                 values: np.ndarray | None, objective, *, prior_train: np.ndarray | None = None):
+        from orchestrator.policy.planners.surrogate import GPSurrogate
+
+        self.target = _target_of_values(state, values, objective)
+        y = np.asarray(utilities if self.target is None else values, dtype=float)
+        if prior_train is not None:
+            y = y - np.asarray(prior_train, dtype=float)
+        self.surrogate = GPSurrogate.from_hyperparameters(X_train, y, state)
+
+    def _mean_sd(self, X: np.ndarray, prior: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        mean, sd = self.surrogate.predict(X)
+        return (mean if prior is None else mean + np.asarray(prior, dtype=float)), sd
+
+    def predict(self, X: np.ndarray, prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and sd of the lab utility at the rows of ``X`` (``prior``: the ladder prior there, when
+        the model was built with ``prior_train``)."""
+        mean, sd = self._mean_sd(X, prior)
+        return (mean, sd) if self.target is None else folded_utility_moments(mean, sd, self.target)
+
+    pool_features: np.ndarray | None = None
+    pool_prior: np.ndarray | None = None
+
+    def predict_rows(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        """``predict`` at pool rows (a model from ``campaign_utility_model``), prior included."""
+        rows = np.asarray(rows, dtype=int)
+        return self.predict(self.pool_features[rows], None if self.pool_prior is None else self.pool_prior[rows])
+
+    def log_improvement_rows(self, rows, best_utility: float) -> np.ndarray:
+        """``log_improvement`` at pool rows (a model from ``campaign_utility_model``), prior included."""
+        rows = np.asarray(rows, dtype=int)
+        return self.log_improvement(self.pool_features[rows], best_utility,
+                                    None if self.pool_prior is None else self.pool_prior[rows])
+
+    def log_improvement(self, X: np.ndarray, best_utility: float, prior: np.ndarray | None = None) -> np.ndarray:
+        """log expected improvement of the lab utility over ``best_utility`` at the rows of ``X`` (utility units):
+        log-EI on a utility model, ``log_window_improvement`` on a value model (the window floored as in
+        ``select_batch``)."""
+        from orchestrator.policy.planners.acquisition import (
+            log_expected_improvement,
+            log_window_improvement,
+        )
+
+        mean, sd = self._mean_sd(X, prior)
+        if self.target is None:
+            return log_expected_improvement(mean, sd, best_utility)
+        floor = 0.01 * float(self.surrogate.hyperparameters["y_sd"])
+        return log_window_improvement(mean, sd, self.target, max(-best_utility, floor))
+
+
+def campaign_utility_model(context: PlanningContext) -> LabUtilityModel:
+    """The campaign's GP on ``context`` with its ladder prior, if its state records one: what the planners, the
+    screen and the llm arm's tools all read. ``predict_rows`` and ``log_improvement_rows`` take pool rows."""
+    prior = state_prior(context)
+    observed = np.asarray(context.observed, dtype=int)
+    model = LabUtilityModel(context.surrogate_state, context.pool.features[observed], context.utilities,
+                            context.values, context.spec.objective,
+                            prior_train=None if prior is None else prior[observed])
+    model.pool_features, model.pool_prior = context.pool.features, prior
+    return model
+
+
+class BOPlanner:
+    """Proposes the batch that maximises log expected improvement, treating pending jobs as fantasies.
+
+    Until the surrogate has been fitted (``n_initial`` lab results), it proposes an initial design: random, or led by
+    the cheapest surveyed rung (``cold_start_count``).
+
+    With a target objective and the lab values in the context (``PlanningContext.values``), it models the values
+    (``models_values``) and ranks by the expected improvement of the folded utility.
+
+    Args:
+        prior_mean: optional prior utility (or value, when the planner models values) per pool row; the surrogate
+            state must then be fitted on ``training_targets(context)`` (the residuals), not on the raw lab numbers.
+    """
+
+    name = "bo"
+    incumbent: Literal["observed", "posterior"] = "posterior"
+    """What log-EI improves on; "posterior" measured fewer lab experiments on the noisier pools (DECISIONS.md)."""
+
+    uses_surrogate = True
+    """The learn node fits the campaign's GP when an arm with lab slots uses it."""
+
+    def __init__(self, prior_mean: PriorMean | None = None, *, uses_ladder: bool = True):
+        self.prior_mean = prior_mean
+        self.uses_ladder = uses_ladder
+        """Plan with the surveyed rungs (cold start by the cheapest rung, calibrated rung as prior mean); the
+        ``bo-sf`` arm is the same planner without them."""
+
+    def prior(self, context: PlanningContext) -> np.ndarray | None:
+        """Prior mean per pool row in the surrogate's unit: the given ``prior_mean``, else the ladder prior recorded
+        in the surrogate state (``planners.ladder_prior``), else None."""
+        if self.prior_mean is not None:
+            return self.prior_mean(context)
+        return state_prior(context)
+
+    def models_values(self, context: PlanningContext) -> bool:
+        """Whether the surrogate models the lab value (a target objective, values known) or the utility."""
+        return surrogate_targets(context)[1] is not None
+
+    def training_targets(self, context: PlanningContext) -> np.ndarray:
+        """What the surrogate is fitted on: lab utilities (or values), minus the prior mean when there is one."""
+        prior = self.prior(context)
+        y = surrogate_targets(context)[0]
+        return y if prior is None else y - prior[np.asarray(context.observed, dtype=int)]
+
+    def _incumbent(self, context: PlanningContext, surrogate, X_train: np.ndarray, prior: np.ndarray | None,
+                   target: float | None) -> float:
+        """The utility to improve on: the best observed, or (``incumbent = "posterior"``) the best posterior mean
+        at the tested candidates, which a lucky noisy measurement cannot inflate (the plug-in form of noisy EI)."""
+        if self.incumbent == "observed":
+            return float(np.max(context.utilities))
+        mean = surrogate.predict(X_train)[0]
+        if prior is not None:
+            mean = mean + prior[np.asarray(context.observed, dtype=int)]
+        return float(np.max(mean if target is None else -np.abs(mean - target)))
+
+    def _prior_utility(self, context: PlanningContext, prior: np.ndarray) -> np.ndarray:
+        if not self.models_values(context):
+            return prior
+        return -np.abs(prior - float(context.spec.objective.target))
+
+    def _cold_start_utility(self, context: PlanningContext) -> np.ndarray | None:
+        """Utility per pool row that steers the initial design: the given prior, else the cheapest surveyed rung
+        read as it stands (before any lab result it cannot be calibrated), else None (a random design)."""
+        if self.prior_mean is not None:
+            prior = self.prior_mean(context)
+            return None if prior is None else self._prior_utility(context, prior)
+        ladder = getattr(context, "ladder", None)
+        if not self.uses_ladder or ladder is None or ladder.cheapest is None:
+            return None
+        from orchestrator.policy.planners.ladder_prior import prior_rows
+
+        uncalibrated = {"rung": ladder.cheapest, "intercept": 0.0, "slope": 1.0, "fill": float("nan")}
+        utility = prior_rows(uncalibrated, ladder.values, context.spec, fitted_on="utility")
+        return np.where(np.isfinite(utility), utility, -np.inf)  # a failed rung: measured last
+
+    def _initial_design(self, context: PlanningContext, n: int) -> list[Proposal]:
+        """Random, or with a prior: the best by the prior (``cold_start_share``), then random picks."""
+        prior_utility = self._cold_start_utility(context)
+        by_prior, rest = np.zeros(0, dtype=int), context
+        if prior_utility is not None:
+            available = np.asarray(context.available, dtype=int)
+            n_prior = cold_start_count(context.spec.objective.direction, n)
+            by_prior = available[np.argsort(-prior_utility[available], kind="stable")[:n_prior]]
+            rest = dataclasses.replace(context, available=available[~np.isin(available, by_prior)])
+        picks = [context.pool.candidates[int(i)] for i in by_prior]
+        proposals = [Proposal(candidate=c, arm="bo", hypothesis="initial design: best by the prior mean",
+                              rationale="the ladder's ranking before any lab result") for c in picks]
+        initial = RandomPlanner(label="bo-initial").propose(rest, n - len(proposals))
+        return proposals + [p.model_copy(update={"arm": "bo", "hypothesis": "initial design (random) before the surrogate has data"})
+                            for p in initial]
+
+    def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
+        n = min(n, len(context.available))
+        if n == 0:
+            return []
+        n_initial = context.spec.planner.n_initial
+        if context.surrogate_state is None or len(context.observed) < min(n_initial, 2):
+            return self._initial_design(context, n)
+
+        from orchestrator.policy.planners.acquisition import select_batch
+        from orchestrator.policy.planners.surrogate import GPSurrogate
+
+        X = context.pool.features
+        prior = self.prior(context)
+        X_train, y_train = X[context.observed], self.training_targets(context)
+        surrogate = GPSurrogate.from_hyperparameters(X_train, y_train, context.surrogate_state)
+        pending = X[context.pending] if len(context.pending) else None
+        offsets = {} if prior is None else {"offset_pool": prior[context.available],
+                                            "offset_pending": prior[context.pending] if len(context.pending) else None}
+        is_value = self.models_values(context)
+        target = float(context.spec.objective.target) if is_value else None
+        best = self._incumbent(context, surrogate, X_train, prior, target)
+        if isinstance(X, np.ndarray):
+            picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n, pending=pending,
+                                         incumbent=best, target=target, **offsets)
+            chosen = context.available[np.asarray(picks, dtype=int)]
+        else:  # a streamed pool: features gathered chunk by chunk, the same batch (acquisition_stream)
+            from orchestrator.policy.planners.acquisition_stream import (
+                select_batch_streamed,
+            )
+
+            chosen, log_ei = select_batch_streamed(
+                surrogate, X_train, y_train, X, context.available, n, pending=pending, prior=prior,
+                prior_pending=offsets.get("offset_pending"), incumbent=best, target=target)
+        mean, sd = surrogate.predict(X[chosen])
+        if prior is not None:
+            mean = mean + prior[chosen]
+        proposals = []
+        for index, acq, mu, sigma in zip(chosen, log_ei, mean, sd, strict=True):
+            what = "value" if is_value else "utility"
+            proposals.append(
+                Proposal(
+                    candidate=context.pool.candidates[int(index)],
+                    arm="bo",
+                    hypothesis=f"predicted {what} {mu:.3g} ± {sigma:.2g} against the incumbent utility {best:.3g}",
+                    rationale="highest log expected improvement given the lab data and pending jobs",
+                    expected=float(mu) if is_value else _utility_to_value(context, float(mu)),
+                    acquisition=float(acq),
+                )
+            )
+        return proposals
+
+
+def cold_start_count(direction: str, n: int) -> int:
+    """How many of a first batch of ``n`` follow an uncalibrated rung's ranking; the rest are drawn at random.
+
+    To maximise or minimise, every increasing calibration ranks the pool as the raw rung does, so the rung's order is
+    the best guess before any lab result, whatever its calibration turns out to be: all ``n``. For a target, the
+    order depends on the calibration (an offset moves which candidates sit near the target), so half (rounded up)
+    follow the raw rung and half are spread at random for the calibration to be fitted on.
+
+    Example:
+        >>> cold_start_count("maximize", 5), cold_start_count("target", 5)
+        (5, 3)
+    """
+    return n if direction in ("maximize", "minimize") else (n + 1) // 2
+
+
+def _utility_to_value(context: PlanningContext, utility: float) -> float | None:
+    direction = context.spec.objective.direction
+    if direction == "maximize":
+        return utility
+    if direction == "minimize":
+        return -utility
+    return None  # a target utility does not say on which side of the target the value lies

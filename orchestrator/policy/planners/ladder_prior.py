@@ -1,0 +1,113 @@
+"""The ladder as the surrogate's prior mean: a surveyed rung calibrated against the lab results so far.
+
+This is the campaign's multi-fidelity model in its mean-function form (co-kriging à la Kennedy & O'Hagan, with the
+linear calibration as the scale factor): the GP models the lab's residual from ``intercept + slope · rung value``.
+
+Which rung, decided when the surrogate is fitted (``choose_prior``) and recorded in its state, so every reader of
+that state (the planners, the screen's beliefs, the llm arm's tools) conditions on the same prior:
+
+- with fewer than ``screening.min_pairs`` lab results, the cheapest surveyed rung (a proxy rung reports the lab's
+  property in its unit): escalation's optimistic prior, corrected by every pair as it arrives;
+- afterwards, among the rungs that are informative (``RungCalibration.is_informative``: ρ ≥
+  ``screening.min_informativeness`` and significant), the one with the largest ρ; with none proved yet, the
+  cheapest rung that the pairs have not ruled out, as before (``is_calibrated`` False);
+- every rung ruled out: no prior, and the planner is plain BO on the lab data.
+
+Calibrations are value on value (a target window's fold stays out of the fit), shrunk towards the identity
+(``escalation.shrunk_calibration``), so a handful of extreme pairs cannot swing the line.
+
+Example:
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> objective = SimpleNamespace(direction="maximize", target=None)
+    >>> screening = SimpleNamespace(min_pairs=5, min_informativeness=0.3)
+    >>> spec = SimpleNamespace(objective=objective, screening=screening)
+    >>> rung = {"cheap": np.arange(10.0)}
+    >>> prior = choose_prior(rung, np.arange(6), 2 * np.arange(6.0) + 1, spec)
+    >>> prior["rung"], round(prior["slope"], 2), round(prior["intercept"], 2)  # 2 · rung + 1, shrunk to the identity
+    ('cheap', 1.39, 1.9)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from orchestrator.policy.escalation import calibrate_rung
+
+__all__ = ["choose_prior", "prior_rows"]
+
+
+def choose_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.ndarray, lab_values: np.ndarray,
+                 spec) -> dict[str, Any] | None:
+    """The prior to fit the surrogate with, as a JSON-safe dict, or None.
+
+    Args:
+        rung_values: surveyed rungs, name -> value per pool row (NaN where unknown), cheapest first.
+        observed: pool rows of the lab results.
+        lab_values: the lab results in the objective's unit, in the same order.
+        spec: the campaign spec (its ``screening`` thresholds).
+    """
+    if not rung_values:
+        return None
+    observed = np.asarray(observed, dtype=int)
+    lab_values = np.asarray(lab_values, dtype=float)
+    screening = spec.screening
+    calibrations = {}
+    for name, values in rung_values.items():
+        values = np.asarray(values, dtype=float)
+        known = np.isfinite(values[observed])
+        finite = values[np.isfinite(values)]
+        calibrations[name] = calibrate_rung(name, list(zip(values[observed][known], lab_values[known], strict=True)),
+                                            spread=float(np.std(finite)) if len(finite) > 1 else 1.0,
+                                            centre=float(np.mean(finite)) if len(finite) else 0.0)
+    numbers = {name: c.as_numbers() for name, c in calibrations.items()}
+    if len(observed) < screening.min_pairs:
+        name = next(iter(rung_values))
+        first = calibrations[name]
+        return {"rung": name, "intercept": first.intercept, "slope": first.slope, "fill": _fill(rung_values[name]),
+                "is_calibrated": False, "calibrations": numbers}
+    verdicts = {name: c.is_informative(min_pairs=screening.min_pairs,
+                                       min_informativeness=screening.min_informativeness)
+                for name, c in calibrations.items()}
+    informative = [name for name, verdict in verdicts.items() if verdict]
+    if informative:
+        name = max(informative, key=lambda n: calibrations[n].spearman)
+        is_calibrated = True
+    else:
+        undecided = [name for name, verdict in verdicts.items() if verdict is None]
+        if not undecided:
+            return None
+        name, is_calibrated = undecided[0], False  # the cheapest rung not yet ruled out keeps its optimistic prior
+    chosen = calibrations[name]
+    return {"rung": name, "intercept": chosen.intercept, "slope": chosen.slope, "fill": _fill(rung_values[name]),
+            "is_calibrated": is_calibrated, "calibrations": numbers}
+
+
+def _fill(values: np.ndarray) -> float:
+    """What a failed rung evaluation is taken to say: the rung's median (a middling guess)."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    return float(np.median(finite)) if len(finite) else 0.0
+
+
+def prior_rows(prior: dict[str, Any] | None, rung_values: Mapping[str, np.ndarray] | None, spec,
+               *, fitted_on: str) -> np.ndarray | None:
+    """The prior per pool row in the surrogate's unit: the calibrated value (``fitted_on="value"``) or its utility.
+
+    None when there is no prior, or its rung is not surveyed here (then the state cannot be used with a prior).
+    """
+    if prior is None or not rung_values or prior["rung"] not in rung_values:
+        return None
+    raw = np.asarray(rung_values[prior["rung"]], dtype=float)
+    value = prior["intercept"] + prior["slope"] * np.where(np.isfinite(raw), raw, prior["fill"])
+    if fitted_on == "value":
+        return value
+    direction, target = spec.objective.direction, spec.objective.target
+    if direction == "maximize":
+        return value
+    if direction == "minimize":
+        return -value
+    return -np.abs(value - float(target))

@@ -1,0 +1,656 @@
+"""Gaussian-process surrogate for the ``bo`` planner arm, built on ``pyro.contrib.gp``.
+
+The surrogate standardises y, fits the kernel variance, the lengthscale (``matern52`` only: one shared, or one per
+feature with ``ard=True``) and the noise variance by maximising the exact marginal likelihood in float64 (Adam on
+pyro's unconstrained parameters, the loss evaluated in closed form rather than through pyro's ELBO, which is the same
+objective; L-BFGS on request), or with ``priors=True`` the posterior under BoTorch's default priors (MAP), and keeps
+those hyperparameters as plain floats. Every posterior, the fitted one included, is built from those floats by one code path, so
+``GPSurrogate.from_hyperparameters`` reproduces a fitted surrogate's predictions bit for bit, and fantasies
+(Kriging-believer batches, pending experiments) reuse the hyperparameters without refitting.
+
+torch and pyro are imported inside the functions that need them, so importing this module stays cheap.
+
+Example:
+    >>> import numpy as np
+    >>> X = np.linspace(0.0, 1.0, 8)[:, None]
+    >>> surrogate = GPSurrogate.fit(X, np.sin(6 * X[:, 0]), n_steps=50)
+    >>> mean, sd = surrogate.predict(np.array([[0.5], [3.0]]))
+    >>> bool(abs(mean[0] - np.sin(3.0)) < 0.1), bool(sd[1] > sd[0])
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import warnings
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from vocabulary.domain import SetupError, import_optional
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["GPSurrogate", "KernelName", "PoolPosterior"]
+
+KernelName = Literal["matern52", "tanimoto"]
+
+_SCHEMA_VERSION = 2  # 2: ``lengthscale`` may be a list (ARD); version 1 states (a scalar lengthscale) still load
+_READABLE_SCHEMA_VERSIONS = (1, 2)
+_NOISE_FLOOR = 1e-6  # in standardised y units; keeps K + noise·I well conditioned when y is nearly noiseless
+_JITTERS = (1e-6, 1e-5, 1e-4, 1e-3)
+_DEFAULT_NOISE = 1e-2
+_LEARNING_RATE = 0.05
+
+
+def _require_torch_pyro() -> tuple[Any, Any, Any]:
+    """Import torch, pyro and pyro.contrib.gp, or raise a SetupError with the install hint."""
+    torch = import_optional("torch", "bayes", "the bo planner")
+    pyro = import_optional("pyro", "bayes", "the bo planner")
+    gp = import_optional("pyro.contrib.gp", "bayes", "the bo planner")
+    return torch, pyro, gp
+
+
+# --------------------------------------------------------------------------------------------------- kernels
+_KERNEL_CLASSES: dict[str, type] = {}
+
+
+def _kernel_classes() -> dict[str, type]:
+    """Define the kernel classes on first use, so that defining them does not import pyro at module import."""
+    if _KERNEL_CLASSES:
+        return _KERNEL_CLASSES
+    torch, _, gp = _require_torch_pyro()
+    from torch.distributions import constraints
+
+    def cached(module, name: str, X, Z, compute):
+        # The parameter-free part of a kernel is computed once per (X, Z) pair of tensors, so a training step
+        # costs a Cholesky rather than an (n × n × n_features) product. Identity, not equality: tensors are
+        # never modified in place here, and the cache holds X and Z alive so their ids cannot be reused.
+        entry = module.__dict__.get(name)
+        if entry is not None and entry[0] is X and entry[1] is Z:
+            return entry[2]
+        value = compute(X, Z)
+        module.__dict__[name] = (X, Z, value)
+        return value
+
+    def slice_input(kernel, X):
+        # pyro copies X through fancy indexing even when every column is active; a 4000 × 1024 pool makes that
+        # the dominant cost of batch selection.
+        if X.dim() == 2 and X.size(1) == kernel.input_dim and kernel.active_dims == list(range(kernel.input_dim)):
+            return X
+        return gp.kernels.Kernel._slice_input(kernel, X)
+
+    class Matern52(gp.kernels.Matern52):
+        """pyro's Matern52 with cached squared distances for a scalar lengthscale, or one lengthscale per feature."""
+
+        _slice_input = slice_input
+
+        def _square_scaled_dist(self, X, Z=None):
+            if self.lengthscale.dim() == 0:
+                return cached(self, "_cached_square_dist", X, Z, self._sliced_square_dist) / self.lengthscale**2
+            # ARD: one lengthscale per feature, so the inputs are scaled before the distance (nothing to cache).
+            A = self._slice_input(X) / self.lengthscale
+            return self._square_dist(A, None if Z is None else self._slice_input(Z) / self.lengthscale)
+
+        def _sliced_square_dist(self, X, Z):
+            return self._square_dist(self._slice_input(X), None if Z is None else self._slice_input(Z))
+
+        def _square_dist(self, X, Z):
+            A = X
+            B = A if Z is None else Z
+            if A.size(1) != B.size(1):
+                raise ValueError("Inputs must have the same number of features.")
+            squared = (A * A).sum(1, keepdim=True) - 2 * A.matmul(B.t()) + (B * B).sum(1, keepdim=True).t()
+            return squared.clamp(min=0)
+
+    class Tanimoto(gp.kernels.Kernel):
+        r"""Tanimoto (Jaccard) kernel for non-negative features such as fingerprints.
+
+        ``k(x, z) = variance * <x, z> / (|x|^2 + |z|^2 - <x, z>)``, taken as ``variance`` when both are zero.
+        """
+
+        def __init__(self, input_dim: int, variance: torch.Tensor | None = None, active_dims=None):
+            super().__init__(input_dim, active_dims)
+            variance = torch.tensor(1.0) if variance is None else variance
+            self.variance = gp.parameterized.PyroParam(variance, constraints.positive)
+
+        _slice_input = slice_input
+
+        def forward(self, X, Z=None, diag=False):
+            if diag:
+                return self.variance.expand(X.size(0))
+            return self.variance * cached(self, "_cached_similarity", X, Z, self._similarity)
+
+        def _similarity(self, X, Z):
+            A = self._slice_input(X)
+            B = A if Z is None else self._slice_input(Z)
+            if A.size(1) != B.size(1):
+                raise ValueError("Inputs must have the same number of features.")
+            ab = A.matmul(B.t())
+            denominator = (A * A).sum(1, keepdim=True) + (B * B).sum(1, keepdim=True).t() - ab
+            is_empty = denominator <= 0  # two all-zero rows count as identical
+            return torch.where(is_empty, torch.ones_like(ab), ab / torch.where(is_empty, 1.0, denominator))
+
+    _KERNEL_CLASSES.update(matern52=Matern52, tanimoto=Tanimoto)
+    return _KERNEL_CLASSES
+
+
+def _make_kernel(kernel: KernelName, n_features: int, variance: float, lengthscale: float | None):
+    torch, _, _ = _require_torch_pyro()
+    variance_t = torch.tensor(variance, dtype=torch.float64)
+    if kernel == "matern52":
+        lengthscale_t = torch.tensor(lengthscale, dtype=torch.float64)
+        return _kernel_classes()["matern52"](input_dim=n_features, variance=variance_t, lengthscale=lengthscale_t)
+    if kernel == "tanimoto":
+        return _kernel_classes()["tanimoto"](input_dim=n_features, variance=variance_t)
+    raise SetupError(f"{kernel=} is not a known surrogate kernel; use 'matern52' or 'tanimoto'")
+
+
+def _freeze(module, name: str, value: float) -> None:
+    """Replace a PyroParam by a plain float64 tensor, so the value is used exactly (no constraint transform)."""
+    import torch
+
+    delattr(module, name)
+    setattr(module, name, torch.tensor(value, dtype=torch.float64))
+
+
+# --------------------------------------------------------------------------------------------------- checks
+def _as_features(X: Any, what: str, n_features: int | None = None) -> np.ndarray:
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise SetupError(f"{what} has shape {X.shape}; pass a 2-D array of shape (n_points, n_features)")
+    if n_features is not None and X.shape[1] != n_features:
+        raise SetupError(f"{what} has {X.shape[1]} features but the surrogate was built on {n_features}")
+    if not np.all(np.isfinite(X)):
+        raise SetupError(f"{what} contains NaN or inf; drop or impute those rows before fitting")
+    return X
+
+
+def _as_targets(y: Any, n_points: int) -> np.ndarray:
+    y = np.asarray(y, dtype=float)
+    if y.shape != (n_points,):
+        raise SetupError(f"y has shape {y.shape}; pass one finite value per row of X, shape ({n_points},)")
+    if not np.all(np.isfinite(y)):
+        raise SetupError("y contains NaN or inf; failed observations must be left out of the training data")
+    return y
+
+
+def _default_lengthscale(X: np.ndarray) -> float:
+    """Median distance between distinct training rows, or the typical distance in the unit cube without any."""
+    rows = np.unique(X, axis=0)
+    if len(rows) >= 2:
+        squared = (rows * rows).sum(1)
+        distances = np.sqrt(np.clip(squared[:, None] + squared[None, :] - 2 * rows @ rows.T, 0.0, None))
+        distances = distances[np.triu_indices(len(rows), k=1)]
+        distances = distances[distances > 0]
+        if distances.size:
+            return float(np.median(distances))
+    return max(math.sqrt(X.shape[1] / 6.0), 1e-3)
+
+
+# --------------------------------------------------------------------------------------------------- surrogate
+class GPSurrogate:
+    """An exact GP posterior with fixed hyperparameters over standardised targets.
+
+    Build one with :meth:`fit` (optimises hyperparameters) or :meth:`from_hyperparameters` (reuses them). Inputs
+    are feature matrices of shape (n_points, n_features); ``matern52`` expects features on comparable scales
+    (e.g. the unit cube), ``tanimoto`` expects non-negative features such as fingerprint bits.
+    """
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, hyperparameters: dict[str, Any]):
+        """Prefer :meth:`fit` or :meth:`from_hyperparameters`; this takes already validated inputs."""
+        torch, _, gp = _require_torch_pyro()
+        self._X = X
+        self._y = y
+        self._hyperparameters = dict(hyperparameters)
+        h = self._hyperparameters
+        X_t = torch.as_tensor(X, dtype=torch.float64)
+        y_t = (torch.as_tensor(y, dtype=torch.float64) - h["y_mean"]) / h["y_sd"]
+        kernel = _make_kernel(h["kernel"], X.shape[1], h["variance"], h.get("lengthscale"))
+        _freeze(kernel, "variance", h["variance"])
+        if h["kernel"] == "matern52":
+            _freeze(kernel, "lengthscale", h["lengthscale"])
+        model = gp.models.GPRegression(X_t, y_t, kernel, noise=torch.tensor(h["noise"], dtype=torch.float64))
+        _freeze(model, "noise", h["noise"])
+        model.jitter = _stable_jitter(kernel, X_t, h["noise"])
+        self._model = model
+
+    # ----------------------------------------------------------------------------------------------- building
+    @classmethod
+    def fit(
+        cls,
+        X: np.ndarray,
+        y: np.ndarray,
+        *,
+        kernel: KernelName = "matern52",
+        seed: int = 0,
+        n_steps: int = 200,
+        optimizer: Literal["adam", "lbfgs"] = "adam",
+        ard: bool = False,
+        priors: bool = False,
+    ) -> GPSurrogate:
+        """Fit hyperparameters by maximising the marginal likelihood and return the posterior.
+
+        With one point, or a constant y, there is nothing to fit: the surrogate uses unit variance, a small noise
+        and the median-distance lengthscale, and its ``hyperparameters["is_fitted"]`` is False.
+
+        Args:
+            X: training features, shape (n_points, n_features).
+            y: training targets, shape (n_points,), any units.
+            kernel: ``"matern52"`` or ``"tanimoto"`` (non-negative features).
+            seed: seeds torch and pyro (and clears pyro's param store) so that the fit is reproducible; the
+                global random generators of Python, NumPy and torch are restored afterwards.
+            n_steps: optimiser iterations on the negative log marginal likelihood (L-BFGS iterations, or Adam
+                steps).
+            optimizer: ``"adam"`` (default; learning rate 0.05) or ``"lbfgs"`` (strong-Wolfe line search; converges
+                in tens of evaluations, and may find a sharper optimum than 200 Adam steps on tiny data sets).
+            ard: ``matern52`` only: one lengthscale per feature (automatic relevance determination), each starting
+                at the median distance between training rows.
+            priors: maximise the marginal likelihood times the priors BoTorch uses by default (Hvarfner et al., 2024):
+                LogNormal(√2 + ½ log d, √3) on each lengthscale, LogNormal(-4, 1) on the noise, and LogNormal(0, 1)
+                on the kernel variance (standardised y). With many features and few points this keeps the ARD
+                lengthscales from collapsing or running off to infinity.
+
+        Raises:
+            SetupError: for bad shapes, non-finite values, negative features with ``tanimoto``, or no torch/pyro.
+
+        Example:
+            >>> import numpy as np
+            >>> X = np.array([[0.0], [0.5], [1.0]])
+            >>> GPSurrogate.fit(X, np.array([0.0, 1.0, 0.0]), n_steps=20).hyperparameters["kernel"]
+            'matern52'
+        """
+        torch, pyro, gp = _require_torch_pyro()
+        X = _as_features(X, "X")
+        if X.shape[0] == 0:
+            raise SetupError("the surrogate needs at least one observation; propose from another arm until then")
+        y = _as_targets(y, X.shape[0])
+        if kernel not in ("matern52", "tanimoto"):
+            raise SetupError(f"{kernel=} is not a known surrogate kernel; use 'matern52' or 'tanimoto'")
+        if optimizer not in ("lbfgs", "adam"):
+            raise SetupError(f"{optimizer=} is not a known optimiser; use 'lbfgs' or 'adam'")
+        if kernel == "tanimoto" and np.any(X < 0):
+            raise SetupError("the tanimoto kernel needs non-negative features (fingerprints); use kernel='matern52'")
+
+        y_mean = float(np.mean(y))
+        y_sd = float(np.std(y))
+        is_constant = not y_sd > 1e-12 * max(1.0, abs(y_mean))
+        hyper: dict[str, Any] = {
+            "type": "gp_surrogate",
+            "schema_version": _SCHEMA_VERSION,
+            "kernel": kernel,
+            "variance": 1.0,
+            "noise": _DEFAULT_NOISE,
+            "y_mean": y_mean,
+            "y_sd": 1.0 if is_constant else y_sd,
+            "is_fitted": False,
+        }
+        if kernel == "matern52":
+            hyper["lengthscale"] = _default_lengthscale(X)
+            if ard:
+                hyper["lengthscale"] = [hyper["lengthscale"]] * X.shape[1]
+        if X.shape[0] >= 2 and not is_constant:
+            fitted = _optimise(torch, pyro, gp, X, (y - y_mean) / hyper["y_sd"], hyper, seed=seed, n_steps=n_steps,
+                               optimizer=optimizer, priors=priors)
+            if fitted is None:
+                warnings.warn(
+                    "GP hyperparameter optimisation failed numerically; using default hyperparameters "
+                    "(hyperparameters['is_fitted'] is False)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            else:
+                hyper.update(fitted, is_fitted=True)
+        return cls(X, y, hyper)
+
+    @classmethod
+    def from_hyperparameters(cls, X: np.ndarray, y: np.ndarray, hyperparameters: dict[str, Any]) -> GPSurrogate:
+        """Rebuild the posterior on (X, y) with stored hyperparameters, without refitting.
+
+        y is standardised with the stored ``y_mean`` and ``y_sd``, not recomputed, so that adding fantasy
+        observations leaves the posterior mean where it was.
+
+        Example:
+            >>> import json
+            >>> import numpy as np
+            >>> X, y = np.array([[0.0], [1.0]]), np.array([1.0, 2.0])
+            >>> fitted = GPSurrogate.fit(X, y, n_steps=10)
+            >>> stored = json.loads(json.dumps(fitted.hyperparameters))
+            >>> rebuilt = GPSurrogate.from_hyperparameters(X, y, stored)
+            >>> bool(np.array_equal(rebuilt.predict(X)[0], fitted.predict(X)[0]))
+            True
+        """
+        h = _check_hyperparameters(hyperparameters)
+        X = _as_features(X, "X")
+        if X.shape[0] == 0:
+            raise SetupError("the surrogate needs at least one observation; propose from another arm until then")
+        y = _as_targets(y, X.shape[0])
+        if h["kernel"] == "tanimoto" and np.any(X < 0):
+            raise SetupError("the tanimoto kernel needs non-negative features (fingerprints); use kernel='matern52'")
+        if isinstance(h.get("lengthscale"), list) and len(h["lengthscale"]) != X.shape[1]:
+            raise SetupError(f"the hyperparameters have {len(h['lengthscale'])} lengthscales but X has {X.shape[1]} "
+                             "features; refit the surrogate on these features")
+        return cls(X, y, h)
+
+    def fantasize(self, X_new: np.ndarray) -> GPSurrogate:
+        """Return the posterior after believing that y equals the posterior mean at the rows of ``X_new``.
+
+        This is the Kriging believer: the hyperparameters stay, the mean is unchanged and the uncertainty near
+        ``X_new`` shrinks. Used for pending experiments and for building a batch.
+
+        Example:
+            >>> import numpy as np
+            >>> X = np.array([[0.0], [1.0]])
+            >>> surrogate = GPSurrogate.fit(X, np.array([0.0, 1.0]), n_steps=10)
+            >>> x = np.array([[3.0]])
+            >>> bool(surrogate.fantasize(x).predict(x)[1][0] < surrogate.predict(x)[1][0])
+            True
+        """
+        X_new = _as_features(X_new, "X_new", self.n_features)
+        if len(X_new) == 0:
+            return self
+        mean, _ = self.predict(X_new)
+        return GPSurrogate(np.vstack([self._X, X_new]), np.concatenate([self._y, mean]), self._hyperparameters)
+
+    # ----------------------------------------------------------------------------------------------- queries
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        """JSON-serialisable hyperparameters: kernel name, variance, lengthscale (matern52), noise, y mean and sd.
+
+        ``variance`` and ``noise`` are in standardised y units; ``lengthscale`` is in feature units, a float or (ARD)
+        a list with one entry per feature.
+        """
+        return dict(self._hyperparameters)
+
+    @property
+    def n_features(self) -> int:
+        """Number of input features."""
+        return self._X.shape[1]
+
+    @property
+    def X_train(self) -> np.ndarray:
+        """Training features the posterior conditions on, shape (n_points, n_features) (a copy)."""
+        return self._X.copy()
+
+    @property
+    def y_train(self) -> np.ndarray:
+        """Training targets the posterior conditions on, shape (n_points,) (a copy)."""
+        return self._y.copy()
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and standard deviation of the latent function at X, both shape (n,) in y units.
+
+        Example:
+            >>> import numpy as np
+            >>> surrogate = GPSurrogate.fit(np.array([[0.0], [1.0]]), np.array([2.0, 4.0]), n_steps=10)
+            >>> [a.shape for a in surrogate.predict(np.zeros((3, 1)))]
+            [(3,), (3,)]
+        """
+        torch, _, _ = _require_torch_pyro()
+        X = _as_features(X, "X", self.n_features)
+        with torch.no_grad():
+            loc, var = self._model(torch.as_tensor(X, dtype=torch.float64), full_cov=False, noiseless=True)
+        h = self._hyperparameters
+        mean = loc.numpy() * h["y_sd"] + h["y_mean"]
+        sd = np.sqrt(np.clip(var.numpy(), 0.0, None)) * h["y_sd"]
+        return mean, sd
+
+    def kernel_matrix(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        """Prior covariance k(A, B) in standardised y units, shape (len(A), len(B)); B defaults to A.
+
+        Multiply by ``hyperparameters["y_sd"] ** 2`` for y units. Divided by ``hyperparameters["variance"]``, it is
+        a similarity in [0, 1], e.g. for finding the nearest tested neighbours of a candidate.
+
+        Example:
+            >>> import numpy as np
+            >>> X = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
+            >>> surrogate = GPSurrogate.fit(X, np.array([0.0, 1.0]), kernel="tanimoto", n_steps=10)
+            >>> similarity = surrogate.kernel_matrix(X) / surrogate.hyperparameters["variance"]
+            >>> np.round(similarity, 3).tolist()
+            [[1.0, 0.333], [0.333, 1.0]]
+        """
+        torch, _, _ = _require_torch_pyro()
+        A_t = torch.as_tensor(_as_features(A, "A", self.n_features), dtype=torch.float64)
+        B_t = None if B is None else torch.as_tensor(_as_features(B, "B", self.n_features), dtype=torch.float64)
+        with torch.no_grad():
+            return self._kernel(A_t, B_t).numpy().copy()
+
+    def pool_posterior(self, X_pool: np.ndarray) -> PoolPosterior:
+        """The posterior over a fixed candidate pool, ready to absorb Kriging-believer fantasies cheaply.
+
+        Example:
+            >>> import numpy as np
+            >>> surrogate = GPSurrogate.fit(np.array([[0.0], [1.0]]), np.array([0.0, 1.0]), n_steps=10)
+            >>> pool = surrogate.pool_posterior(np.array([[2.0], [2.1], [5.0]]))
+            >>> before = pool.sd.copy()
+            >>> pool.add_fantasy(0)
+            >>> bool(pool.sd[1] < before[1]), bool(np.isclose(pool.sd[2], before[2], rtol=1e-3))
+            (True, True)
+        """
+        return PoolPosterior(self, _as_features(X_pool, "X_pool", self.n_features))
+
+    # ----------------------------------------------------------------------------------------------- internals
+    def _kernel(self, A: torch.Tensor, B: torch.Tensor | None = None, *, diag: bool = False) -> torch.Tensor:
+        return self._model.kernel(A, B, diag=diag)
+
+    def _cholesky(self) -> torch.Tensor:
+        import torch
+
+        X_t = self._model.X
+        K = self._kernel(X_t).contiguous()
+        K.view(-1)[:: X_t.size(0) + 1] += self._model.jitter + self._model.noise
+        return torch.linalg.cholesky(K)
+
+
+def _stable_jitter(kernel, X_t: torch.Tensor, noise: float) -> float:
+    """Smallest jitter in ``_JITTERS`` for which K + (noise + jitter)·I has a Cholesky factor."""
+    import torch
+
+    with torch.no_grad():
+        K = kernel(X_t).contiguous()
+        for jitter in _JITTERS:
+            attempt = K.clone()
+            attempt.view(-1)[:: X_t.size(0) + 1] += jitter + noise
+            _, info = torch.linalg.cholesky_ex(attempt)
+            if int(info) == 0:
+                return jitter
+    raise SetupError(
+        f"the GP covariance is singular even with jitter {_JITTERS[-1]:g}; check for NaN-like or huge features"
+    )
+
+
+@contextlib.contextmanager
+def _restoring_global_rngs(torch):
+    """pyro.set_rng_seed reseeds Python's, NumPy's and torch's global generators; hand the callers theirs back."""
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+
+
+def _optimise(torch, pyro, gp, X: np.ndarray, y_std: np.ndarray, init: dict[str, Any], *, seed: int, n_steps: int,
+              optimizer: str = "adam", priors: bool = False):
+    """Maximise the marginal likelihood from ``init``; return the fitted floats, or None on numerical failure."""
+    with _restoring_global_rngs(torch):
+        return _optimise_seeded(torch, pyro, gp, X, y_std, init, seed=seed, n_steps=n_steps, optimizer=optimizer,
+                                priors=priors)
+
+
+def _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter: float, priors: bool = False):
+    """-log N(y | 0, K + (noise + jitter)·I) of pyro's ``GPRegression`` in closed form (it has no priors or latents).
+
+    With ``priors``, minus the log densities of the hyperparameter priors (up to constants) are added: the loss is
+    then the negative log posterior, whose minimum is the MAP estimate.
+    """
+    n = X_t.size(0)
+    K = model.kernel(X_t) + (model.noise + jitter) * torch.eye(n, dtype=X_t.dtype)
+    L = torch.linalg.cholesky(K)
+    alpha = torch.cholesky_solve(y_t[:, None], L)
+    loss = 0.5 * (y_t[:, None] * alpha).sum() + torch.log(torch.diagonal(L)).sum() + 0.5 * n * math.log(2 * math.pi)
+    if priors:
+        loss = loss + _negative_log_prior(torch, model, X_t.size(1))
+    return loss
+
+
+def _log_normal_nll(torch, value, loc: float, scale: float):
+    log_value = torch.log(value)
+    return (log_value + 0.5 * ((log_value - loc) / scale) ** 2).sum()
+
+
+def _negative_log_prior(torch, model, n_features: int):
+    """Hvarfner et al. (2024)'s priors, as BoTorch's defaults: LogNormal(√2 + ½ log d, √3) on each lengthscale,
+    LogNormal(-4, 1) on the noise; and LogNormal(0, 1) on the kernel variance (standardised y has variance 1)."""
+    loss = _log_normal_nll(torch, model.noise, -4.0, 1.0) + _log_normal_nll(torch, model.kernel.variance, 0.0, 1.0)
+    if hasattr(model.kernel, "lengthscale"):
+        loss = loss + _log_normal_nll(torch, model.kernel.lengthscale, math.sqrt(2) + 0.5 * math.log(n_features),
+                                      math.sqrt(3))
+    return loss
+
+
+def _train_lbfgs(torch, model, X_t, y_t, jitter: float, n_steps: int, priors: bool = False) -> list[float]:
+    optimizer = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=n_steps, line_search_fn="strong_wolfe",
+                                  tolerance_grad=1e-6, tolerance_change=1e-9)
+    losses: list[float] = []
+
+    def closure():
+        optimizer.zero_grad()
+        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter, priors)
+        loss.backward()
+        losses.append(float(loss.detach()))
+        return loss
+
+    optimizer.step(closure)
+    return losses
+
+
+def _train_adam(torch, model, X_t, y_t, jitter: float, n_steps: int, priors: bool = False) -> list[float]:
+    """The steps of ``pyro.contrib.gp.util.train`` on the same loss, without pyro's trace machinery (~15× faster)."""
+    adam = torch.optim.Adam(model.parameters(), lr=_LEARNING_RATE)
+    losses = []
+    for _ in range(n_steps):
+        adam.zero_grad()
+        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter, priors)
+        loss.backward()
+        adam.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int, optimizer: str = "adam",
+                     priors: bool = False):
+    from torch.distributions import constraints
+
+    for jitter in _JITTERS:
+        torch.manual_seed(seed)
+        pyro.set_rng_seed(seed)
+        pyro.clear_param_store()
+        X_t = torch.as_tensor(X, dtype=torch.float64)
+        y_t = torch.as_tensor(y_std, dtype=torch.float64)
+        kernel = _make_kernel(init["kernel"], X.shape[1], init["variance"], init.get("lengthscale"))
+        model = gp.models.GPRegression(X_t, y_t, kernel, jitter=jitter)
+        model.noise = gp.parameterized.PyroParam(
+            torch.tensor(init["noise"], dtype=torch.float64), constraints.greater_than(_NOISE_FLOOR)
+        )
+        try:
+            if optimizer == "lbfgs":
+                losses = _train_lbfgs(torch, model, X_t, y_t, jitter, n_steps, priors)
+            else:
+                losses = _train_adam(torch, model, X_t, y_t, jitter, n_steps, priors)
+        except (RuntimeError, ValueError):  # torch.linalg.LinAlgError is a RuntimeError
+            continue
+        if not all(math.isfinite(loss) for loss in losses):
+            continue
+        with torch.no_grad():
+            fitted = {"variance": float(kernel.variance), "noise": float(model.noise)}
+            if init["kernel"] == "matern52":
+                lengthscale = kernel.lengthscale
+                fitted["lengthscale"] = float(lengthscale) if lengthscale.dim() == 0 else lengthscale.tolist()
+        if all(math.isfinite(value) and value > 0 for value in np.ravel(list(_flat(fitted)))):
+            return fitted
+    return None
+
+
+def _flat(values: dict[str, Any]):
+    for value in values.values():
+        yield from (value if isinstance(value, list) else [value])
+
+
+def _check_hyperparameters(hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    h = dict(hyperparameters)
+    if h.get("type") != "gp_surrogate":
+        raise SetupError(f"hyperparameters have type {h.get('type')!r}; expected 'gp_surrogate' from GPSurrogate")
+    if h.get("schema_version") not in _READABLE_SCHEMA_VERSIONS:
+        raise SetupError(
+            f"hyperparameters schema_version {h.get('schema_version')!r} is not one of {_READABLE_SCHEMA_VERSIONS}; "
+            "refit the surrogate"
+        )
+    if h.get("kernel") not in ("matern52", "tanimoto"):
+        raise SetupError(f"hyperparameters kernel {h.get('kernel')!r} is not 'matern52' or 'tanimoto'")
+    names = ["variance", "noise", "y_mean", "y_sd"] + (["lengthscale"] if h["kernel"] == "matern52" else [])
+    for name in names:
+        value = h.get(name)
+        is_list = name == "lengthscale" and isinstance(value, list) and len(value) > 0
+        for item in value if is_list else [value]:
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
+                raise SetupError(f"hyperparameter {name}={value!r} must be a finite number; refit the surrogate")
+            if name != "y_mean" and item <= 0:
+                raise SetupError(f"hyperparameter {name}={value!r} must be positive; refit the surrogate")
+        h[name] = [float(v) for v in value] if is_list else float(value)
+    return h
+
+
+# --------------------------------------------------------------------------------------------------- pool
+class PoolPosterior:
+    """Posterior mean and sd over a candidate pool, updated in place by Kriging-believer fantasies.
+
+    A fantasy at pool row j (y believed equal to the posterior mean there) leaves the mean unchanged and shrinks
+    the variance by a rank-one term, ``var(x) -= cov(x, x_j)^2 / (var(x_j) + noise + jitter)``. That equals
+    rebuilding the GP with the fantasy appended (``GPSurrogate.fantasize``), at O(n_pool) cost per fantasy
+    instead of a full posterior per step. Attributes ``mean`` and ``sd`` have shape (n_pool,), in y units.
+    """
+
+    def __init__(self, surrogate: GPSurrogate, X_pool: np.ndarray):
+        import torch
+
+        self._surrogate = surrogate
+        self._X_pool = torch.as_tensor(X_pool, dtype=torch.float64)
+        model = surrogate._model
+        self._y_sd = surrogate.hyperparameters["y_sd"]
+        self._noise = float(model.noise) + float(model.jitter)
+        h = surrogate.hyperparameters
+        with torch.no_grad():
+            L = surrogate._cholesky()
+            # One triangular solve serves the mean, the variance and every later fantasy's cross-covariance.
+            pack = torch.cat([model.y[:, None], surrogate._kernel(model.X, self._X_pool)], dim=1)
+            solved = torch.linalg.solve_triangular(L, pack, upper=False)
+            self._W = solved[:, 1:].numpy()
+            prior_var = surrogate._kernel(self._X_pool, diag=True).numpy()
+        self.mean = (self._W.T @ solved[:, 0].numpy()) * h["y_sd"] + h["y_mean"]
+        self._var = np.clip(prior_var - (self._W * self._W).sum(0), 0.0, None)  # standardised units
+        self._updates: list[np.ndarray] = []  # c_i = cov_{i-1}(pool, x_i) / sqrt(var_{i-1}(x_i) + noise)
+        self.fantasies: list[int] = []
+
+    @property
+    def sd(self) -> np.ndarray:
+        """Posterior sd of the latent function over the pool, in y units, shape (n_pool,)."""
+        return np.sqrt(np.clip(self._var, 0.0, None)) * self._y_sd
+
+    def add_fantasy(self, index: int) -> None:
+        """Condition on a believed observation at pool row ``index``."""
+        import torch
+
+        with torch.no_grad():
+            k_column = self._surrogate._kernel(self._X_pool, self._X_pool[index : index + 1])[:, 0].numpy()
+        covariance = k_column - self._W.T @ self._W[:, index]
+        for c in self._updates:
+            covariance -= c * c[index]
+        update = covariance / math.sqrt(max(self._var[index], 0.0) + self._noise)
+        self._updates.append(update)
+        self._var = self._var - update**2
+        self.fantasies.append(int(index))

@@ -1,0 +1,357 @@
+"""A finite design space: a CSV pool or an inline list, parsed into canonical candidates.
+
+Every row is judged before it becomes a candidate (``pool_checks``): a candidate that does not parse, a lab value
+that is empty, text or infinite, or replicates that disagree make a bad row, which ``[space] on_bad_rows`` refuses
+(the default) or skips with a report. Rows that describe the same candidate (replicates, or SMILES spellings of one
+InChIKey) are merged and their numeric columns averaged: equal values under ``[space] replicates = "must_agree"``
+(the default), any values under ``"average"``, which says so in a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from orchestrator.space.checks import (
+    RowProblem,
+    conflicting_replicates,
+    csv_line_numbers,
+    empty_fields,
+    enforce_policy,
+    numeric_column,
+    numeric_value_problems,
+    read_csv_table,
+)
+from orchestrator.spec import CampaignSpec
+from vocabulary.domain import (
+    Candidate,
+    Conditions,
+    ConditionSpace,
+    InvalidCandidate,
+    Parameter,
+    SetupError,
+    featurise,
+    parse_candidate,
+)
+
+__all__ = ["Pool", "describe", "load_pool"]
+
+log = logging.getLogger(__name__)
+
+
+def describe(candidate: Candidate) -> str:
+    """A short human-readable label: SMILES, formula, or ``name=value`` pairs."""
+    if isinstance(candidate, Conditions):
+        return "; ".join(f"{k}={v}" for k, v in candidate.values.items())
+    return getattr(candidate, "smiles", None) or getattr(candidate, "formula")
+
+
+@dataclass
+class Pool:
+    """Parsed candidates with their per-candidate numeric columns (means over merged rows)."""
+
+    kind: str
+    candidates: list[Candidate]
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    space: ConditionSpace | None = None
+    skipped_rows: list[str] = field(default_factory=list)
+    """Rows left out under ``[space] on_bad_rows = "skip"``, each as "line 7: what is wrong"."""
+    seed_size: int | None = None
+    """Open spaces: how many candidates the seed library had (the rest were generated); None for a fixed pool."""
+
+    def __post_init__(self) -> None:
+        self.ids = [c.id for c in self.candidates]
+        self.index = {cid: i for i, cid in enumerate(self.ids)}
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def get(self, candidate_id: str) -> Candidate:
+        return self.candidates[self.index[candidate_id]]
+
+    def column(self, name: str) -> dict[str, float]:
+        """A numeric column as ``{candidate id: value}``, NaN rows dropped."""
+        if name not in self.columns:
+            raise SetupError(f"column {name!r} is not a numeric column of the pool; numeric columns: {sorted(self.columns)}")
+        values = self.columns[name]
+        return {cid: float(v) for cid, v in zip(self.ids, values, strict=True) if not np.isnan(v)}
+
+    @cached_property
+    def features(self) -> np.ndarray:
+        """Feature matrix, shape (n_candidates, n_features): fingerprints, composition or parameter encodings."""
+        return featurise(self.candidates, self.space)
+
+    def copy(self) -> Pool:
+        """An independent pool with the same candidates (what an open space grows from)."""
+        return Pool(self.kind, list(self.candidates), {k: v.copy() for k, v in self.columns.items()}, self.space,
+                    list(self.skipped_rows), self.seed_size or len(self.candidates))
+
+    def truncate(self, n: int) -> None:
+        """Keep only the first ``n`` candidates (undo an open space's unrecorded growth); never below the seeds.
+
+        Example:
+            >>> from vocabulary.domain import Molecule
+            >>> pool = Pool("molecule", [Molecule.parse("CCO")], seed_size=1)
+            >>> _ = pool.extend([Molecule.parse("CCN")]); pool.truncate(1); pool.ids == [Molecule.parse("CCO").id]
+            True
+        """
+        n = max(int(n), self.seed_size or 0)
+        if n >= len(self.candidates):
+            return
+        for cid in self.ids[n:]:
+            del self.index[cid]
+        del self.candidates[n:], self.ids[n:]
+        self.columns = {name: values[:n] for name, values in self.columns.items()}
+        if "features" in self.__dict__:
+            self.__dict__["features"] = self.__dict__["features"][:n]
+
+    def extend(self, candidates: list[Candidate]) -> list[Candidate]:
+        """Append candidates not yet in the pool (generator mode); returns those added. Their columns are NaN.
+
+        Example:
+            >>> from vocabulary.domain import Molecule
+            >>> pool = Pool("molecule", [Molecule.parse("CCO")])
+            >>> [c.smiles for c in pool.extend([Molecule.parse("OCC"), Molecule.parse("CCN")])], len(pool)
+            (['CCN'], 2)
+        """
+        added: list[Candidate] = []
+        for candidate in candidates:
+            if candidate.id not in self.index and candidate.id not in {c.id for c in added}:
+                added.append(candidate)
+        if not added:
+            return []
+        start = len(self.candidates)
+        self.candidates.extend(added)
+        for k, candidate in enumerate(added):
+            self.ids.append(candidate.id)
+            self.index[candidate.id] = start + k
+        self.columns = {name: np.concatenate([values, np.full(len(added), np.nan)]) for name, values in self.columns.items()}
+        if "features" in self.__dict__:
+            self.__dict__["features"] = np.vstack([self.__dict__["features"], featurise(added, self.space)])
+        return added
+
+
+def _space_from_frame(frame: pd.DataFrame, columns: list[str]) -> ConditionSpace:
+    parameters = []
+    for name in columns:
+        numbers = numeric_column(frame[name])
+        if numbers is not None:
+            finite = numbers[np.isfinite(numbers.to_numpy())]  # an infinite value is a bad row, not a bound
+            low, high = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
+            parameters.append(Parameter(name=name, kind="continuous", low=low, high=high))
+        else:
+            choices = tuple(sorted(frame[name].dropna().astype(str).unique())) or ("none",)
+            parameters.append(Parameter(name=name, kind="categorical", choices=choices))
+    return ConditionSpace(parameters=tuple(parameters))
+
+
+def _parse_rows(kind: str, raw_items: list[Any], space: ConditionSpace | None,
+                column: str) -> tuple[list[Candidate | None], dict[int, RowProblem]]:
+    """Each row's candidate (None when it does not parse) and what is wrong with the rows that do not."""
+    parsed: list[Candidate | None] = []
+    problems: dict[int, RowProblem] = {}
+    for position, raw in enumerate(raw_items):
+        empty = empty_fields(raw, column)
+        try:
+            if empty:
+                hint = " (write none for an absent component)" if isinstance(raw, dict) else ""
+                raise InvalidCandidate(f"{', '.join(empty)} is empty{hint}")
+            parsed.append(parse_candidate(kind, raw, space))
+        except InvalidCandidate as exc:
+            parsed.append(None)
+            problems[position] = RowProblem(str(exc).split("; ")[0])
+    return parsed, problems
+
+
+def _value_columns(spec: CampaignSpec) -> dict[str, bool]:
+    """The pool columns the campaign reads as measurements, each with whether every row needs a value."""
+    columns = {r.column: False for r in spec.ladder if r.simulator == "table" and r.column}
+    if spec.lab.oracle_column:
+        columns[spec.lab.oracle_column] = True  # the simulated lab's answer: a row without one cannot be measured
+    return columns
+
+
+def _validated(spec: CampaignSpec, source: str, raw_items: list[Any], frame: pd.DataFrame,
+               space: ConditionSpace | None, label, value_columns: dict[str, bool] | None = None) -> Pool:
+    """Judge every row (``pool_checks``), apply ``[space] on_bad_rows`` and ``replicates``, and merge the rest.
+
+    ``value_columns`` (default ``_value_columns(spec)``) are the measurement columns, each with whether every row
+    needs a value.
+    """
+    kind = spec.campaign.kind
+    parsed, problems = _parse_rows(kind, raw_items, space, spec.space.column or "candidate")
+    frame = frame.reset_index(drop=True)
+    wanted = _value_columns(spec) if value_columns is None else value_columns
+    required = {c: is_required for c, is_required in wanted.items() if c in frame.columns}
+    value_columns = list(required)
+    for column in value_columns:
+        frame[column], column_problems = numeric_value_problems(frame, column, is_required=required[column])
+        for position, problem in column_problems.items():
+            problems.setdefault(position, problem)
+    ids = [c.id if c is not None and k not in problems else None for k, c in enumerate(parsed)]
+    if spec.space.replicates == "must_agree":
+        names = [repr(describe(c)) if c is not None else "" for c in parsed]
+        problems.update(conflicting_replicates(ids, names, frame, value_columns, label))
+    skipped = enforce_policy(source, problems, label, spec.space.on_bad_rows)
+    keep = [k for k, c in enumerate(parsed) if c is not None and k not in problems]
+    if not keep:
+        raise SetupError(f"{source}: no row is left once the bad rows are left out; fix the rows the warning lists")
+    pool = _build(kind, parsed, keep, frame, space, value_columns, source, spec.space.replicates)
+    pool.skipped_rows = skipped
+    return pool
+
+
+def _build(kind: str, parsed: list[Candidate | None], keep: list[int], frame: pd.DataFrame, space,
+           value_columns: list[str], source: str, replicates: str) -> Pool:
+    frame = frame.iloc[keep].copy()
+    frame["_id"] = [parsed[i].id for i in keep]
+    numeric = frame.select_dtypes(include="number")
+    numeric.insert(0, "_id", frame["_id"])
+    grouped = numeric.groupby("_id", sort=False)
+    means = _group_means(numeric, grouped)
+    sizes = grouped.size()
+    if (sizes > 1).any():
+        log.info("%s: merged %d rows into %d candidates (replicates and spellings of one candidate)", source,
+                 int(sizes[sizes > 1].sum()), int((sizes > 1).sum()))
+    if replicates == "average" and value_columns:
+        differ = grouped[value_columns].nunique(dropna=False).gt(1).any(axis=1)
+        if differ.any():
+            log.warning("%s: averaged %d candidate(s) whose %d replicate rows differ in %s ([space] replicates = "
+                        "\"average\")", source, int(differ.sum()), int(sizes[differ].sum()), value_columns)
+    first: dict[str, Candidate] = {}
+    for i in keep:
+        first.setdefault(parsed[i].id, parsed[i])
+    candidates = [first[cid] for cid in means.index]
+    columns = {name: means[name].to_numpy(dtype=float) for name in means.columns}
+    return Pool(kind, candidates, columns, space)
+
+
+def _group_means(numeric: pd.DataFrame, grouped) -> pd.DataFrame:
+    """Per-candidate means of the numeric columns; replicates near the float limit do not overflow to infinity."""
+    with np.errstate(over="ignore"):  # an overflowing sum is caught below
+        means = grouped.mean()
+    low, high = grouped.min(), grouped.max()
+    overflowed = np.isinf(means) & np.isfinite(low) & np.isfinite(high)
+    if overflowed.to_numpy().any():  # average them scaled into [-1, 1]
+        scale = np.maximum(low.abs(), high.abs()).replace(0.0, 1.0)
+        scaled = numeric[means.columns] / scale.loc[numeric["_id"]].to_numpy()
+        means = means.mask(overflowed, scaled.groupby(numeric["_id"], sort=False).mean() * scale)
+    return means
+
+
+_CACHE: dict[tuple, Pool] = {}
+
+
+def load_pool(spec: CampaignSpec) -> Pool:
+    """Load, check and parse the spec's design space (cached per file, modification time and reading options).
+
+    Every row is judged first (``pool_checks``); ``[space] on_bad_rows`` refuses or skips the bad ones. A large
+    conditions pool (``[space] stream``) comes back as a ``pool_compact.CompactPool``, which answers as a ``Pool``.
+    """
+    kind = spec.campaign.kind
+    if spec.space.inline is not None:
+        return _load_inline(spec)
+    path = spec.resolve(spec.space.pool)
+    if not path.is_file():
+        raise SetupError(f"design-space pool {path} does not exist; fix 'space.pool' (paths are relative to the spec file)")
+    key = (str(path), path.stat().st_mtime_ns, path.stat().st_size, kind, spec.space.model_dump_json(),
+           tuple(_value_columns(spec).items()))
+    if key in _CACHE:
+        return _CACHE[key]
+    from orchestrator.space.compact import load_compact_pool, should_stream
+
+    if should_stream(spec):
+        _CACHE.clear()  # a streamed pool is large: keep one
+        _CACHE[key] = load_compact_pool(spec, _value_columns(spec))
+        return _CACHE[key]
+    wanted = spec.space.columns if kind == "conditions" else [spec.space.column]
+    frame = read_csv_table(path, "design-space pool", columns=[*wanted, *_value_columns(spec)],
+                           text_columns=[] if kind == "conditions" else wanted)
+    missing = [c for c in [*wanted, spec.lab.oracle_column] if c is not None and c not in frame.columns]
+    if missing:
+        raise SetupError(f"pool {Path(path).name} has no column(s) {missing}; its columns are {list(frame.columns)}; "
+                         "fix the spec's space.column(s) or lab.oracle_column")
+    if kind == "conditions":
+        space = _space_from_frame(frame, wanted)
+        raw_items = frame[wanted].to_dict("records")
+    else:
+        space, raw_items = None, frame[spec.space.column].tolist()
+    lines = []
+
+    def label(position: int) -> str:
+        if not lines:
+            lines.extend(csv_line_numbers(path, len(frame)))
+        return f"line {lines[position]}"
+
+    pool = _validated(spec, f"pool {path.name}", raw_items, frame, space, label)
+    if kind == "conditions" and spec.space.features == "columns":
+        from orchestrator.space.features import featurise_columns
+
+        values = pd.DataFrame([c.values for c in pool.candidates])
+        pool.features = featurise_columns(values, list(wanted))[0]  # overrides the cached property
+    _CACHE[key] = pool
+    return pool
+
+
+_TRUTH = "lab.oracle"
+"""The inline ground truth's column while an inline space is judged (messages name it); ``_oracle`` after."""
+
+
+def _load_inline(spec: CampaignSpec) -> Pool:
+    """An inline space, judged as a pool file is: with an inline ground truth (``lab.oracle``), an item without a
+    value in it is a bad row, as a pool row without its ``oracle_column`` value is."""
+    kind = spec.campaign.kind
+    space = None
+    items = list(spec.space.inline)
+    if kind == "conditions":
+        not_mappings = [k + 1 for k, item in enumerate(items) if not isinstance(item, dict)]
+        if not_mappings:
+            raise SetupError(f"space.inline item(s) {not_mappings} are not tables of parameter values; a conditions "
+                             "space lists tables such as {temperature_c = 60, solvent = \"water\"}")
+        frame = pd.DataFrame(items)
+        frame.columns = [str(name) for name in frame.columns]
+        space = _space_from_frame(frame, list(frame.columns))
+        raw_items = frame.to_dict("records")
+    else:
+        frame = pd.DataFrame({"_raw": pd.Series(items, dtype=object)})
+        raw_items = items
+    value_columns = None
+    if spec.lab.oracle is not None:
+        truth = _inline_truth(spec, space)
+        frame[_TRUTH] = [truth.get(_candidate_id(kind, raw, space), np.nan) for raw in raw_items]
+        value_columns = {**_value_columns(spec), _TRUTH: True}
+    pool = _validated(spec, "space.inline", raw_items, frame, space, lambda position: f"inline item {position + 1}",
+                      value_columns)
+    if _TRUTH in pool.columns:
+        pool.columns["_oracle"] = pool.columns.pop(_TRUTH)
+    return pool
+
+
+def _candidate_id(kind: str, raw: Any, space: ConditionSpace | None) -> str | None:
+    try:
+        return parse_candidate(kind, raw, space).id
+    except InvalidCandidate:
+        return None  # the item is a bad row, which _validated reports
+
+
+def _inline_truth(spec: CampaignSpec, space: ConditionSpace | None) -> dict[str, float]:
+    """``lab.oracle`` by candidate id; a key that is not a candidate, or two spellings of one candidate with
+    different values, is refused."""
+    truth: dict[str, float] = {}
+    spelled: dict[str, str] = {}
+    for raw, value in spec.lab.oracle.items():
+        try:
+            candidate_id = parse_candidate(spec.campaign.kind, raw, space).id
+        except InvalidCandidate as exc:
+            raise SetupError(f"lab.oracle key {raw!r}: {str(exc).split('; ')[0]}; fix the key or remove it") from None
+        if candidate_id in truth and truth[candidate_id] != value:
+            raise SetupError(f"lab.oracle gives {spelled[candidate_id]!r} = {truth[candidate_id]:g} and {raw!r} = "
+                             f"{value:g}, two spellings of one candidate; keep one of them")
+        truth[candidate_id], spelled[candidate_id] = value, raw
+    return truth

@@ -1,0 +1,169 @@
+"""The pool's validation boundary (issue 18): every bad row is refused with its line, or skipped and reported."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.interfaces.cli import app
+from orchestrator.loop.campaign import Campaign
+from orchestrator.space.pool import load_pool
+from orchestrator.spec import validate_spec
+from tests.conftest import ROOT
+from vocabulary.domain import InvalidCandidate, Material, SetupError
+
+
+def pool_spec(tmp_path, text: str, *, kind: str = "molecule", column: str = "smiles", **space):
+    """A small campaign spec over ``text`` written as pool.csv (lab truth in column ``y``)."""
+    (tmp_path / "pool.csv").write_text(text)
+    return validate_spec({
+        "campaign": {"name": "v", "kind": kind}, "objective": {"direction": "maximize"},
+        "space": {"pool": "pool.csv", "column": column, **space}, "lab": {"oracle_column": "y"},
+        "budget": {"lab_experiments": 2}, "planner": {"main": "random", "control": None, "control_share": 0},
+        "base_dir": str(tmp_path)})
+
+
+def spec_file(tmp_path, text: str, space_lines: str = "") -> str:
+    (tmp_path / "pool.csv").write_text(text)
+    path = tmp_path / "campaign.toml"
+    path.write_text(f'[campaign]\nname = "v"\nkind = "molecule"\n[objective]\ndirection = "maximize"\n'
+                    f'[space]\npool = "pool.csv"\ncolumn = "smiles"\n{space_lines}\n[lab]\noracle_column = "y"\n'
+                    '[budget]\nlab_experiments = 2\n[planner]\nmain = "random"\ncontrol = "bo"\n')
+    return str(path)
+
+
+GOOD = "CCO,1\nCCC,2\nCCCC,3\n"
+
+
+# ------------------------------------------------------------------------------------------- case 1: bad candidates
+def test_an_invalid_smiles_is_refused_naming_the_file_line_and_value(tmp_path):
+    spec = pool_spec(tmp_path, "smiles,y\n" + GOOD + "C1CC,4\n")
+    with pytest.raises(SetupError) as err:
+        load_pool(spec)
+    message = str(err.value)
+    assert "pool.csv" in message and "line 5: SMILES 'C1CC' is not a valid molecule" in message
+    assert 'on_bad_rows = "skip"' in message and "\n" not in message
+
+
+def test_a_blank_line_does_not_shift_the_line_numbers(tmp_path):
+    spec = pool_spec(tmp_path, "smiles,y\nCCO,1\n\nC1CC,4\nCCC,2\n")
+    with pytest.raises(SetupError, match="line 4: SMILES 'C1CC'"):
+        load_pool(spec)
+
+
+def test_many_bad_rows_are_named_up_to_a_limit_with_a_count(tmp_path):
+    spec = pool_spec(tmp_path, "smiles,y\n" + GOOD + "".join(f"X{k},1\n" for k in range(8)))
+    with pytest.raises(SetupError) as err:
+        load_pool(spec)
+    message = str(err.value)
+    assert "has 8 bad row(s)" in message and "line 5:" in message and "line 9:" in message
+    assert "line 10:" not in message and "and 3 more" in message
+
+
+def test_an_overflowing_formula_is_a_bad_row_not_a_traceback(tmp_path):
+    with pytest.raises(InvalidCandidate, match="Fe1e400O"):
+        Material.parse("Fe1e400O")
+    spec = pool_spec(tmp_path, "formula,y\nFe2O3,1\nNaCl,2\nFe1e400O,3\n", kind="material", column="formula")
+    with pytest.raises(SetupError, match=r"line 4: formula 'Fe1e400O' has an infinite amount"):
+        load_pool(spec)
+
+
+def test_skip_leaves_bad_rows_out_and_reports_every_one(tmp_path, caplog):
+    spec = pool_spec(tmp_path, "smiles,y\n" + GOOD + "C1CC,4\nCCCCC,\n", on_bad_rows="skip")
+    with caplog.at_level(logging.WARNING):
+        pool = load_pool(spec)
+    assert len(pool) == 3
+    assert pool.skipped_rows == ["line 5: SMILES 'C1CC' is not a valid molecule (rdkit could not parse it)",
+                                 "line 6: y is empty"]
+    assert all(row in caplog.text for row in pool.skipped_rows)
+    with Campaign.start(spec, db=":memory:", campaign_id="c") as campaign:
+        started = campaign.ledger.events("c", types=["CampaignStarted"])[0].payload
+    assert started["pool_rows_skipped"] == pool.skipped_rows
+    assert started["spec"]["space"]["on_bad_rows"] == "skip"
+
+
+def test_the_cli_prints_one_error_line_and_exits_2_without_a_traceback(tmp_path):
+    spec = spec_file(tmp_path, "smiles,y\n" + GOOD + "C1CC,4\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "300"}
+    result = subprocess.run([sys.executable, "-c", "from orchestrator.interfaces.cli_main import main; main()", "run", spec,
+                             "--db", str(tmp_path / "x.db")], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: pool pool.csv has 1 bad row(s): line 5:"), result.stderr
+    assert "'C1CC'" in lines[0] and "Traceback" not in result.stderr
+    assert not (tmp_path / "x.db").exists(), "a refused pool leaves no ledger behind"
+
+
+# ---------------------------------------------------------------------------------------------- case 2: empty pools
+@pytest.mark.parametrize("text,fragment", [("smiles,y\n", "has a header but no rows"),
+                                           ("", "is empty (no header, no rows)")])
+def test_an_empty_pool_file_is_refused_naming_it(tmp_path, text, fragment):
+    spec = pool_spec(tmp_path, text)
+    with pytest.raises(SetupError, match=re.escape(fragment)) as err:
+        load_pool(spec)
+    assert str(tmp_path / "pool.csv") in str(err.value) and "no rows" in str(err.value)
+    result = CliRunner().invoke(app, ["run", spec_file(tmp_path, text), "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2 and fragment in result.output and result.exception is not None
+    assert isinstance(result.exception, SystemExit)
+
+
+# --------------------------------------------------------------------------------- case 3: non-finite lab values
+@pytest.mark.parametrize("value,fragment", [("nan", "y is empty"), ("", "y is empty"), ("inf", "y=inf is not finite"),
+                                            ("-inf", "y=-inf is not finite"), ("high", "y='high' is not a number")])
+def test_a_lab_value_that_is_not_finite_is_refused(tmp_path, value, fragment):
+    spec = pool_spec(tmp_path, "smiles,y\n" + GOOD + f"CCCCC,{value}\n")
+    with pytest.raises(SetupError, match=f"pool.csv has 1 bad row\\(s\\): line 5: {fragment}"):
+        load_pool(spec)
+
+
+def test_skipped_non_finite_values_never_reach_the_lab(tmp_path):
+    spec = pool_spec(tmp_path, "smiles,y\n" + GOOD + "CCCCC,nan\nCCCCCC,inf\n", on_bad_rows="skip")
+    pool = load_pool(spec)
+    assert len(pool) == 3 and np.isfinite(pool.columns["y"]).all()
+    assert [row.split(":")[0] for row in pool.skipped_rows] == ["line 5", "line 6"]
+
+
+def test_an_inline_oracle_must_be_finite():
+    from orchestrator.spec import SpecError
+
+    with pytest.raises(SpecError, match="lab.oracle: .*must be finite"):
+        validate_spec({"campaign": {"name": "v", "kind": "molecule"}, "objective": {"direction": "maximize"},
+                       "space": {"inline": ["CCO", "CCC"]}, "lab": {"oracle": {"CCO": 1.0, "CCC": float("nan")}},
+                       "budget": {"lab_experiments": 1}})
+
+
+# ----------------------------------------------------------------------------------- case 4: disagreeing replicates
+def test_replicates_that_disagree_are_refused_naming_both_rows(tmp_path):
+    spec = pool_spec(tmp_path, "smiles,y\n" + GOOD + "OCC,5\n")  # OCC is CCO spelled another way
+    with pytest.raises(SetupError) as err:
+        load_pool(spec)
+    message = str(err.value)
+    assert "line 5: 'CCO' repeats line 2 with y=5 against 1" in message
+    assert 'replicates = "average"' in message
+
+
+def test_replicates_that_agree_are_merged(tmp_path):
+    pool = load_pool(pool_spec(tmp_path, "smiles,y\n" + GOOD + "OCC,1\nCCC,2\n"))
+    assert len(pool) == 3 and pool.column("y") == {c.id: v for c, v in zip(pool.candidates, (1.0, 2.0, 3.0))}
+
+
+def test_averaging_on_purpose_is_stated(tmp_path, caplog):
+    spec = pool_spec(tmp_path, "smiles,y\n" + GOOD + "OCC,5\nCCC,4\n", replicates="average")
+    with caplog.at_level(logging.WARNING):
+        pool = load_pool(spec)
+    assert sorted(pool.columns["y"].tolist()) == [3.0, 3.0, 3.0]
+    assert "averaged 2 candidate(s) whose 4 replicate rows differ in ['y']" in caplog.text
+
+
+def test_skip_keeps_the_first_of_disagreeing_replicates(tmp_path):
+    spec = pool_spec(tmp_path, "smiles,y\n" + GOOD + "OCC,5\n", on_bad_rows="skip")
+    pool = load_pool(spec)
+    assert len(pool) == 3 and pool.columns["y"].tolist() == [1.0, 2.0, 3.0]
+    assert pool.skipped_rows == ["line 5: 'CCO' repeats line 2 with y=5 against 1"]

@@ -1,0 +1,585 @@
+"""Typed, schema-versioned events: everything that happens in a campaign is one of these, appended to the ledger.
+
+This module is a leaf (see ``domain``). Payloads are frozen pydantic models; ``parse_payload`` rebuilds one from
+its stored ``type`` and JSON. Payloads hold only deterministic values (no wall-clock readings), so the same seed
+gives the same ledger; the wall-clock time of an event lives in the envelope's ``at``.
+
+Example:
+    >>> p = Dispatched(iteration=0, job_key="c1:j0", candidate_id="X", arm="bo", driver="simlab", sim_time_s=0.0)
+    >>> parse_payload("Dispatched", p.model_dump_json()) == p
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "EVENT_TYPES",
+    "SCHEMA_VERSION",
+    "Approved",
+    "ApprovalRequested",
+    "CampaignStarted",
+    "CampaignStopped",
+    "ConflictSettled",
+    "Dispatched",
+    "EnvironmentStep",
+    "Event",
+    "EventPayload",
+    "FailureHandled",
+    "JobStatus",
+    "LLMCall",
+    "LabBudgetChanged",
+    "Observed",
+    "Promoted",
+    "Proposed",
+    "Rejected",
+    "RewardFinalised",
+    "RungAssessed",
+    "RungSurveyed",
+    "HumanVerdict",
+    "RewardEstimated",
+    "RungValidated",
+    "RungDecision",
+    "RungRun",
+    "RungsAssessed",
+    "RungsValidated",
+    "RungAssessment",
+    "RungValidity",
+    "Scored",
+    "Screened",
+    "Simulated",
+    "SlotsOffered",
+    "SurrogateUpdated",
+    "batch_records",
+    "expand_batches",
+    "parse_payload",
+]
+
+SCHEMA_VERSION = 1
+
+
+EVENT_TYPES: dict[str, type[EventPayload]] = {}
+"""Every payload class by its ``type``; a subclass registers itself when it is defined."""
+
+
+class EventPayload(BaseModel):
+    """Base of every event payload. ``type`` and ``schema_version`` are class-level constants."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    type: ClassVar[str]
+    schema_version: ClassVar[int] = SCHEMA_VERSION
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        name = cls.__dict__.get("type")
+        if name is None:
+            return  # an abstract intermediate class
+        if name in EVENT_TYPES and EVENT_TYPES[name].__qualname__ != cls.__qualname__:
+            raise TypeError(f"event type {name!r} is defined twice ({EVENT_TYPES[name].__qualname__}, {cls.__qualname__})")
+        EVENT_TYPES[name] = cls
+
+
+class CampaignStarted(EventPayload):
+    type: ClassVar[str] = "CampaignStarted"
+    name: str
+    seed: int
+    spec: dict[str, Any] = Field(description="the validated campaign spec, as JSON")
+    pool_rows_skipped: list[str] = Field(
+        default_factory=list, description="pool rows left out under [space] on_bad_rows = 'skip', each as "
+                                          "'line 7: what is wrong'; empty when none were (and in older ledgers)")
+    success_bar: dict[str, Any] | None = Field(
+        default=None, description="the process reward's success bar, fixed before the first experiment "
+                                  "(orchestrator.policy.success_bar.SuccessBar.record()); None in ledgers from before it was "
+                                  "recorded, which keep the running-median rule")
+
+
+class Proposed(EventPayload):
+    type: ClassVar[str] = "Proposed"
+    iteration: int
+    arm: str
+    candidate_id: str
+    candidate: dict[str, Any] = Field(description="the canonical candidate, as Candidate.model_dump()")
+    hypothesis: str = ""
+    rationale: str = ""
+    expected: float | None = None
+    acquisition: float | None = None
+    is_fallback: bool = False
+    is_bo_pick: bool | None = Field(
+        default=None, description="llm arms: whether bo, planning the same state for the same n, proposed it too; "
+                                  "None for other arms and older ledgers")
+    is_anchor: bool = Field(default=False, description="llm arms: bo's pick for a lab slot, proposed beside the "
+                                                       "model's picks for the screen to weigh (not the model's choice)")
+    novelty: float | None = Field(default=None, description="open spaces: 1 - max similarity to what was known")
+    is_generated: bool = Field(default=False, description="open spaces: the candidate is new to the campaign")
+
+
+class Rejected(EventPayload):
+    type: ClassVar[str] = "Rejected"
+    iteration: int
+    arm: str
+    stage: Literal["validate", "screen", "approve", "dispatch"]
+    raw: str = Field(description="the input as given, for the record")
+    reason: str
+    candidate_id: str | None = None
+    kind: Literal["invalid", "out_of_space", "duplicate"] | None = Field(
+        default=None, description="why a proposal failed validation (None for other stages and older ledgers)")
+
+
+class Simulated(EventPayload):
+    type: ClassVar[str] = "Simulated"
+    iteration: int
+    candidate_id: str
+    rung: str
+    observation: dict[str, Any] = Field(description="domain.Observation.model_dump()")
+
+
+class Promoted(EventPayload):
+    type: ClassVar[str] = "Promoted"
+    iteration: int
+    candidate_id: str
+    from_rung: str
+    to_rung: str
+    decision: Literal["promote", "skip", "hold"]
+    score: float | None = None
+    reason: str = ""
+    numbers: dict[str, float | None] = Field(default_factory=dict, description="the numbers behind the decision")
+
+
+class RungRun(BaseModel):
+    """One rung result inside a ``Screened`` record: what a ``Simulated`` event says, without the iteration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["simulated"] = "simulated"
+    candidate_id: str
+    rung: str
+    observation: dict[str, Any] = Field(description="domain.Observation.model_dump()")
+
+
+class RungDecision(BaseModel):
+    """One escalation decision inside a ``Screened`` record: what a ``Promoted`` event says, without the iteration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["promoted"] = "promoted"
+    candidate_id: str
+    from_rung: str
+    to_rung: str
+    decision: Literal["promote", "skip", "hold"]
+    score: float | None = None
+    reason: str = ""
+    numbers: dict[str, float | None] = Field(default_factory=dict, description="the numbers behind the decision")
+
+
+class Screened(EventPayload):
+    """One screening round: every rung result and every escalation decision of the iteration, in the order made.
+
+    Ledgers written before it hold one ``Simulated`` per result and one ``Promoted`` per decision instead; both shapes
+    stay readable, and ``expand`` (or ``batch_records`` on a stored dict) gives a round's steps in the old shape, so
+    a reader folds either alike.
+    """
+
+    type: ClassVar[str] = "Screened"
+    items_field: ClassVar[str] = "steps"
+    item_types: ClassVar[dict[str, str]] = {"simulated": "Simulated", "promoted": "Promoted"}
+    iteration: int
+    steps: list[Annotated[RungRun | RungDecision, Field(discriminator="kind")]]
+
+    def expand(self) -> list[EventPayload]:
+        """The round's steps as the per-step events older ledgers hold, in order."""
+        return [parse_payload(t, p) for t, p in batch_records(self.type, self.model_dump(mode="json"))]
+
+
+class RungAssessment(BaseModel):
+    """A rung's informativeness, re-estimated against the lab results so far (one item of ``RungsAssessed``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    rung: str
+    n_pairs: int
+    spearman: float | None = Field(description="rank correlation of the proxy value with the lab value")
+    intercept: float
+    slope: float
+    residual_sd: float | None = Field(description="sd of the lab value around the calibrated proxy, objective unit")
+    is_informative: bool | None = Field(description="None until enough pairs are in")
+
+
+class RungAssessed(RungAssessment, EventPayload):
+    """One rung's assessment; ledgers from before ``RungsAssessed`` hold one per rung and iteration."""
+
+    type: ClassVar[str] = "RungAssessed"
+    iteration: int
+
+
+class RungsAssessed(EventPayload):
+    """Every proxy rung's informativeness in one iteration (older ledgers: a ``RungAssessed`` per rung)."""
+
+    type: ClassVar[str] = "RungsAssessed"
+    items_field: ClassVar[str] = "rungs"
+    item_types: ClassVar[dict[str, str]] = {"": "RungAssessed"}
+    iteration: int
+    rungs: list[RungAssessment]
+
+
+class ApprovalRequested(EventPayload):
+    type: ClassVar[str] = "ApprovalRequested"
+    iteration: int
+    job_keys: list[str]
+    policy: str
+
+
+class Approved(EventPayload):
+    type: ClassVar[str] = "Approved"
+    iteration: int
+    job_keys: list[str]
+    approved_by: str
+    policy: str
+    denied_keys: list[str] = Field(default_factory=list)
+
+
+class Dispatched(EventPayload):
+    type: ClassVar[str] = "Dispatched"
+    iteration: int
+    job_key: str
+    candidate_id: str
+    arm: str
+    driver: str
+    sim_time_s: float = Field(description="lab clock at submission, seconds since campaign start")
+
+
+class JobStatus(EventPayload):
+    type: ClassVar[str] = "JobStatus"
+    job_key: str
+    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    sim_time_s: float
+    reason: str | None = None
+
+
+class Observed(EventPayload):
+    type: ClassVar[str] = "Observed"
+    iteration: int
+    job_key: str
+    candidate_id: str
+    arm: str
+    value: float | None = Field(description="objective property as measured, in its unit; None when failed")
+    uncertainty: float | None = None
+    status: Literal["ok", "failed"] = "ok"
+    reason: str | None = None
+    sim_time_s: float = Field(description="lab clock at completion, seconds since campaign start")
+    provenance: Literal["lab", "imported"] = "lab"
+    driver: str = ""
+    observe_iteration: int | None = Field(default=None, description="the observe round that recorded it")
+
+
+class FailureHandled(EventPayload):
+    """What was done about a failed lab job: retried (under a new job key), skipped, or the campaign aborted."""
+
+    type: ClassVar[str] = "FailureHandled"
+    iteration: int
+    job_key: str
+    candidate_id: str
+    arm: str
+    action: Literal["retry", "skip", "abort"]
+    reason: str = Field(description="why the job failed, as the lab said")
+    decided_by: str = Field(description="'policy:<name>' or 'human'")
+    attempt: int = Field(description="1 for the first run of a candidate")
+    retry_key: str | None = None
+    not_before_s: float | None = Field(default=None, description="lab clock before which the retry may not start, s")
+
+
+class Scored(EventPayload):
+    type: ClassVar[str] = "Scored"
+    iteration: int
+    stage: str
+    subject: str = Field(description="candidate id or job key the score is about")
+    rubric_id: str
+    rubric_version: str
+    criterion_id: str
+    value: float = Field(description="criterion score in [-1, 1] before weighting")
+    weight: float
+    is_provisional: bool = True
+    supersedes_seq: int | None = None
+    reason: str = ""
+    trajectory: str | None = Field(default=None, description="the trajectory (one proposal followed) it belongs to")
+    rubric_hash: str = Field(default="", description="sha256 of the rubric's content")
+
+
+class _TrajectoryReward(EventPayload):
+    """What a trajectory's reward record holds (no ``type``: the two records below are the events)."""
+
+    iteration: int
+    subject: str = Field(description="the trajectory id")
+    reward: float
+    components: dict[str, float] = Field(default_factory=dict)
+    weights: dict[str, float] = Field(default_factory=dict, description="component name -> its weight in reward")
+    arm: str = ""
+    candidate_id: str | None = None
+    rubric_id: str = ""
+    rubric_version: str = ""
+    rubric_hash: str = ""
+    supersedes_seq: int | None = Field(default=None, description="the reward record this one replaces")
+    steps: list[dict[str, Any]] = Field(
+        default_factory=list, description="per step: stage, subject, rubric score, potentials, progress, reward")
+
+
+class RewardFinalised(_TrajectoryReward):
+    """A trajectory's final reward: the lab answered, or the trajectory ended before the lab."""
+
+    type: ClassVar[str] = "RewardFinalised"
+
+
+class RewardEstimated(_TrajectoryReward):
+    """A trajectory's provisional reward, before the lab has answered; superseded by later records."""
+
+    type: ClassVar[str] = "RewardEstimated"
+
+
+class SlotsOffered(EventPayload):
+    """The lab slots each arm was offered in one iteration, so abstentions can be scored from the ledger."""
+
+    type: ClassVar[str] = "SlotsOffered"
+    iteration: int
+    slots: dict[str, int] = Field(description="arm -> lab slots offered")
+
+
+class ConflictSettled(EventPayload):
+    """Both arms proposed the same candidate in one iteration; a coin seeded by (campaign seed, iteration, candidate
+    id) gave it to ``winner``. The other arm fills its lab slots from its other proposals."""
+
+    type: ClassVar[str] = "ConflictSettled"
+    iteration: int
+    candidate_id: str
+    arms: list[str] = Field(description="the arms that proposed it, main arm first")
+    winner: str
+
+
+class RungValidity(BaseModel):
+    """A rung's validity against lab outcomes, as the process reward weighs it (one item of ``RungsValidated``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    rung: str
+    n_pairs: int
+    spearman: float | None = None
+    auroc: float | None = None
+    weight: float = Field(description="the rung's process weight in [0, 1]")
+    measure: str = Field(description="auroc, spearman or prior: which statistic set the weight")
+
+
+class RungValidated(RungValidity, EventPayload):
+    """One rung's validity in one iteration; ledgers from before ``RungsValidated`` hold one per rung."""
+
+    type: ClassVar[str] = "RungValidated"
+    iteration: int
+    base_rate: float = Field(description="Laplace-smoothed share of lab successes so far")
+    success_threshold: float | None = Field(default=None, description="lab utility counted as a success")
+
+
+class RungsValidated(EventPayload):
+    """Every proxy rung's validity against lab outcomes, as the process reward weighs them in one iteration (older
+    ledgers: a ``RungValidated`` per rung)."""
+
+    type: ClassVar[str] = "RungsValidated"
+    items_field: ClassVar[str] = "rungs"
+    item_types: ClassVar[dict[str, str]] = {"": "RungValidated"}
+    iteration: int
+    base_rate: float = Field(description="Laplace-smoothed share of lab successes so far")
+    success_threshold: float | None = Field(default=None, description="lab utility counted as a success")
+    rungs: list[RungValidity]
+
+
+class HumanVerdict(EventPayload):
+    """A person's verdict on one criterion for one step; the ``human`` scorer reads it."""
+
+    type: ClassVar[str] = "HumanVerdict"
+    iteration: int = Field(description="rewards computed from this iteration on see it (recompute stays exact)")
+    subject: str = Field(description="candidate id (proposal, screen) or job key (dispatch, outcome)")
+    stage: str
+    criterion_id: str
+    value: float = Field(ge=-1.0, le=1.0)
+    reason: str = Field(min_length=1)
+    by: str = Field(description="who judged")
+
+
+class SurrogateUpdated(EventPayload):
+    type: ClassVar[str] = "SurrogateUpdated"
+    iteration: int
+    model: str
+    n_train: int
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    incumbent: float | None = Field(default=None, description="best utility seen so far")
+
+
+class RungSurveyed(EventPayload):
+    """A proxy rung read over the whole design space, so planners can use it for every candidate.
+
+    A table rung's values are the pool's own column and are not repeated here (``values`` is empty); a computed
+    rung's values are recorded by candidate id (None where the calculation failed), so replay and resume never
+    recompute them.
+    """
+
+    type: ClassVar[str] = "RungSurveyed"
+    iteration: int
+    rung: str
+    proxy: str = Field(description="the property read, in its own unit")
+    n_candidates: int
+    n_failed: int = 0
+    cost_s: float = Field(description="compute charged for the survey (the rung's cost model summed), seconds")
+    values: dict[str, float | None] = Field(default_factory=dict)
+
+
+class PoolExtended(EventPayload):
+    """New candidates joined an open design space (generator mode): edits of the best so far, or a model's ideas.
+
+    Each was parsed by rdkit or pymatgen, met the space's constraints and was new by canonical id.
+    """
+
+    type: ClassVar[str] = "PoolExtended"
+    iteration: int
+    source: str = Field(description="'mutation' or the arm whose proposals they were")
+    candidates: list[dict[str, Any]]
+    novelty: list[float] = Field(default_factory=list, description="1 - max similarity to the known candidates, each")
+
+
+class ArmsCompared(EventPayload):
+    """The running comparison of the main arm against the control, after each batch of new lab results.
+
+    The arms are compared paired by dispatch, at the best level either reached (``summary.arm_comparison``):
+    ``paired_experiments`` results per arm, ``best_level`` the better of their best (clipped) utilities on them,
+    ``experiments_to_best_level`` each arm's paired results up to the first that reaches it (one more than it had
+    when it never did), and ``acceleration`` the control's over the main arm's (>=1: the main arm got there no
+    later); None without a pair.
+
+    Ledgers written before the paired comparison hold ``main_experiments_to_control_best`` and
+    ``control_experiments_to_its_best`` instead, and their ``acceleration`` is the ratio of those (biased against
+    the arm with the larger share); the fields are kept so those ledgers still load, and nothing writes them now.
+    """
+
+    type: ClassVar[str] = "ArmsCompared"
+    iteration: int
+    main: str
+    control: str
+    n_lab: dict[str, int] = Field(default_factory=dict, description="ok lab results per arm")
+    best_utility: dict[str, float] = Field(default_factory=dict, description="best lab utility per arm")
+    best_level: float | None = Field(default=None, description="the best utility either arm reached on its paired results")
+    experiments_to_best_level: dict[str, int] = Field(
+        default_factory=dict, description="per arm, its paired results up to the first at the best level (n + 1: never)")
+    paired_experiments: int | None = Field(default=None, description="paired results per arm")
+    acceleration: float | None = None
+    main_experiments_to_control_best: int | None = Field(default=None, description="older ledgers only")
+    control_experiments_to_its_best: int | None = Field(default=None, description="older ledgers only")
+
+
+class LLMCall(EventPayload):
+    """One chat-model call, recorded before its answer is used, so a replay or a resume never calls the model again.
+
+    Parameters never include API keys.
+    """
+
+    type: ClassVar[str] = "LLMCall"
+    iteration: int
+    key: str = Field(description="the planner's deterministic call key, e.g. it3:llm:0")
+    model: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    messages: list[dict[str, Any]]
+    response: str
+    n_prompt_tokens: int | None = None
+    n_completion_tokens: int | None = None
+    latency_s: float | None = Field(default=None, description="wall-clock seconds of the call")
+    error: str | None = Field(default=None, description="why the call failed, credentials scrubbed")
+
+
+class EnvironmentStep(EventPayload):
+    """One step of an environment episode (``orchestrator.environment``): the action as given, whether it was valid,
+    and the reward paid. With the campaign's own events it makes an episode replayable and exportable."""
+
+    type: ClassVar[str] = "EnvironmentStep"
+    step: int = Field(ge=0, description="0-based step of the episode")
+    iteration: int = Field(ge=0, description="the campaign iteration the step acted in")
+    action: dict[str, Any] = Field(description="the action as parsed (or, when it did not parse, as given)")
+    is_valid: bool
+    error: str | None = Field(default=None, description="why the action was refused")
+    reward: float
+    potential: float = Field(description="the episode's potential Φ after the step (see rewards.process.shaped_reward)")
+    is_terminal: bool = False
+
+
+class LabBudgetChanged(EventPayload):
+    """The lab experiment budget was changed on a resume (``closedloop run --resume ID --lab-budget N``).
+
+    Readers of a campaign's spec apply it after ``CampaignStarted``'s (``resume_policy.recorded_spec``).
+    """
+
+    type: ClassVar[str] = "LabBudgetChanged"
+    lab_experiments: int = Field(gt=0, description="the new lab budget, experiments")
+    previous: int = Field(gt=0, description="the budget it replaced, experiments")
+    n_dispatched: int = Field(ge=0, description="lab experiments dispatched when it changed")
+
+
+class CampaignStopped(EventPayload):
+    type: ClassVar[str] = "CampaignStopped"
+    reason: str
+    n_lab: int
+    best_candidate_id: str | None = None
+    best_value: float | None = None
+
+
+
+
+def parse_payload(event_type: str, payload: str | dict[str, Any]) -> EventPayload:
+    """Rebuild a typed payload from its type name and JSON text (or dict)."""
+    try:
+        cls = EVENT_TYPES[event_type]
+    except KeyError as exc:
+        raise ValueError(f"event type {event_type!r} is unknown; known types: {sorted(EVENT_TYPES)}") from exc
+    return cls.model_validate_json(payload) if isinstance(payload, str) else cls.model_validate(payload)
+
+
+def batch_records(event_type: str, payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A stored batch event (``Screened``, ``RungsAssessed``, ``RungsValidated``) as ``(type, payload)`` pairs of the
+    per-item events older ledgers hold, in order: each item with the batch's other fields (its iteration, ...); any
+    other event as itself. Works on the stored dicts, without validating them.
+
+    Example:
+        >>> step = {"kind": "promoted", "candidate_id": "X", "from_rung": "a", "to_rung": "lab", "decision": "hold"}
+        >>> batch_records("Screened", {"iteration": 2, "steps": [step]})[0]
+        ('Promoted', {'iteration': 2, 'candidate_id': 'X', 'from_rung': 'a', 'to_rung': 'lab', 'decision': 'hold'})
+    """
+    cls = EVENT_TYPES.get(event_type)
+    field = getattr(cls, "items_field", None)
+    if field is None:
+        return [(event_type, payload)]
+    common = {k: v for k, v in payload.items() if k != field}
+    return [(cls.item_types[item.get("kind", "")], {**common, **{k: v for k, v in item.items() if k != "kind"}})
+            for item in payload[field]]
+
+
+class Event(BaseModel):
+    """The envelope of one ledger entry, as read back."""
+
+    model_config = ConfigDict(frozen=True)
+    campaign_id: str
+    seq: int
+    type: str
+    schema_version: int
+    payload: dict[str, Any]
+    idempotency_key: str
+    actor: str
+    at: datetime
+
+    def typed(self) -> EventPayload:
+        """The payload as its typed model."""
+        return parse_payload(self.type, self.payload)
+
+
+def expand_batches(events: Iterable[Event]) -> Iterator[Event]:
+    """Events with every batch event (``Screened``, ``RungsAssessed``, ``RungsValidated``) replaced by its items as
+    the per-item events older ledgers hold (same envelope and seq), so a reader written for those reads both shapes."""
+    for event in events:
+        if getattr(EVENT_TYPES.get(event.type), "items_field", None) is None:
+            yield event
+            continue
+        for event_type, payload in batch_records(event.type, event.payload):
+            yield event.model_copy(update={"type": event_type, "payload": payload})
