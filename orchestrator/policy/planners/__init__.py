@@ -27,6 +27,7 @@ from orchestrator.policy.planners.bo import (
 from orchestrator.policy.planners.random_arm import RandomPlanner
 
 __all__ = [
+    "BUILT_IN_ARMS",
     "BOPlanner",
     "Planner",
     "PlannerFactory",
@@ -73,7 +74,7 @@ def _botorch(spec) -> Planner:
     return BoTorchPlanner()
 
 
-_BUILT_IN: dict[str, PlannerFactory] = {
+BUILT_IN_ARMS: dict[str, PlannerFactory] = {
     "llm": _llm,
     "llm-shuffled": _llm_shuffled,  # the llm arm shown the lab results shuffled among the measured candidates
     "bo": lambda spec: BOPlanner(),
@@ -82,6 +83,4 @@ _BUILT_IN: dict[str, PlannerFactory] = {
     "cheap-first": _cheap_first,
     "botorch": _botorch,
 }
-
-for _name, _factory in _BUILT_IN.items():
-    register_planner(_name, _factory)
+"""The built-in arms' factories; ``orchestrator.planner_registry`` knows their names and calls these."""
