@@ -143,7 +143,10 @@ class CampaignEnvironment:
         self._fixed_offer: tuple[str, ...] = ()
         self._last: EnvironmentObservation | None = None
         self.spec: CampaignSpec | None = None
-        self._read = _EpisodeRead()
+        self._outside: dict[str, Any] = {}
+        """Candidates outside the pool that tool calls named (written structures), by id."""
+        self._tools = None
+        self._read = _EpisodeRead(self._text)
 
     # ------------------------------------------------------------------------------------------------ episodes
     def episode_spec(self, seed: int | None, task: dict[str, Any]) -> tuple[CampaignSpec, SuccessBar]:
@@ -188,7 +191,8 @@ class CampaignEnvironment:
         campaign_id = task.get("campaign_id") or f"env-{self.spec.campaign.name}-{uuid.uuid4().hex[:8]}"
         self.campaign = Campaign.start(self.spec, db=self.ledger, campaign_id=campaign_id)
         self._step, self._potential, self._return = 0, 0.0, 0.0
-        self._read = _EpisodeRead()
+        self._read = _EpisodeRead(self._text)
+        self._outside, self._tools = {}, None
         self.campaign.run()
         self._potential = self._episode_potential()
         self._last = self._observe()
@@ -302,13 +306,24 @@ class CampaignEnvironment:
         self.campaign.run(approval=answer)
 
     def _structure(self, text: str):
-        """(candidate, is_new) for a written structure: canonical, within the open space's limits and untested;
-        ``InvalidAction`` naming what is wrong and the fix otherwise."""
+        """(candidate, is_new) for a proposal's written structure: canonical, within the open space's limits and
+        untested; ``InvalidAction`` naming what is wrong and the fix otherwise."""
+        candidate, row = self._parse_structure(text)
+        if row is None:
+            return candidate, True
+        if not np.any(np.asarray(self._arm.context.available, dtype=int) == row):
+            raise InvalidAction(f"structure {text[:200]!r} ({candidate.id}) was already sent to the lab or "
+                                "rejected; propose an untested candidate")
+        return candidate, False
+
+    def _parse_structure(self, text: str):
+        """(candidate, its pool row or None) for a written structure, checked as the campaign checks the llm arm's
+        (the domain's parser, then the open space's limits); ``InvalidAction`` naming what is wrong otherwise. A
+        structure already in the pool is that pool candidate."""
         rules = self._new_structures()
         if not rules.is_open:
             raise InvalidAction(f"structure {text[:200]!r} refused: {rules.reason}")
-        context = self._arm.context
-        pool, space = context.pool, self.spec.space
+        pool = self.campaign.ctx.pool
         try:
             candidate = parse_candidate(self.spec.campaign.kind, text.strip(), pool.space)
         except InvalidCandidate as exc:
@@ -316,16 +331,27 @@ class CampaignEnvironment:
             raise InvalidAction(f"structure {text[:200]!r} is not a valid {syntax}: {exc}") from None
         from orchestrator.policy.generation import constraint_error
 
-        error = constraint_error(space, candidate)
+        error = constraint_error(self.spec.space, candidate)
         if error:
             raise InvalidAction(f"structure {text[:200]!r} is outside the open space: {error}")
         row = pool.index.get(candidate.id)
         if row is None:
-            return candidate, True
-        if not np.any(np.asarray(context.available, dtype=int) == row):
-            raise InvalidAction(f"structure {text[:200]!r} ({candidate.id}) was already sent to the lab or "
-                                "rejected; propose an untested candidate")
-        return pool.get(candidate.id), False
+            return candidate, None
+        return pool.candidates[row], row
+
+    def _tool_candidates(self, refs: list[str], structures: list[str]) -> list:
+        """The candidates a tool call names, pool members first: offer labels or pool ids, then written structures
+        (open spaces), each once; ``InvalidAction`` for an unknown name, a bad structure or a repeat."""
+        pool = self.campaign.ctx.pool
+        named = [pool.get(self._resolve(ref, offer_only=False)) for ref in refs]
+        for text in structures:
+            candidate, _ = self._parse_structure(text)
+            self._outside[candidate.id] = candidate
+            named.append(candidate)
+        ids = [c.id for c in named]
+        if len(set(ids)) != len(ids):
+            raise InvalidAction(f"the call names a candidate twice ({[*refs, *structures]}); name each once")
+        return named
 
     def _forget_unrecorded_growth(self) -> None:
         """Drop the pool's candidates that no ``PoolExtended`` records yet, before the graph resumes.
@@ -357,6 +383,7 @@ class CampaignEnvironment:
                              elements=tuple(space.elements) if space.elements else None)
 
     def _run_rung(self, action: RunRungAction) -> dict[str, Any]:
+        from orchestrator.loop.rung_digest import rung_digest
         from orchestrator.loop.screening import run_rung
 
         ctx = self.campaign.ctx
@@ -364,23 +391,37 @@ class CampaignEnvironment:
         if action.rung not in rungs:
             raise InvalidAction(f"rung {action.rung!r} is not on this campaign's ladder; use one of {sorted(rungs)}"
                                 if rungs else "this campaign has no rungs to run; propose or query the surrogate")
-        cid = self._resolve(action.candidate_id, offer_only=False)
-        observation = run_rung(ctx, rungs[action.rung], [ctx.pool.get(cid)])[0]
+        rung = rungs[action.rung]
+        [candidate] = self._tool_candidates([action.candidate_id] if action.candidate_id else [],
+                                            [action.structure] if action.structure else [])
+        if any(r.rung == action.rung and r.candidate_id == candidate.id for r in self._read.rung_results):
+            raise InvalidAction(f"rung {action.rung!r} already ran on {candidate.id} ({describe(candidate)}) in this "
+                                "episode; its result is in the rung results (query_ledger 'rung_results')")
+        budget_s = self.spec.budget.compute_seconds
+        if budget_s is not None:
+            # charged like the screen's rung reads: the campaign's compute budget, from the rung's cost model
+            left_s = budget_s - rung_digest(ctx).compute_s_before(self._iteration() + 1)
+            cost_s = float(rung.simulator.cost_model(candidate))
+            if cost_s > left_s:
+                raise InvalidAction(f"rung {action.rung!r} costs {cost_s:.4g} s of compute on {candidate.id} and "
+                                    f"{max(left_s, 0.0):.4g} s are left; use a cheaper rung or propose")
+        observation = run_rung(ctx, rung, [candidate])[0]
         iteration = self._iteration()
-        ctx.ledger.append(ctx.campaign_id, Simulated(iteration=iteration, candidate_id=cid, rung=action.rung,
+        ctx.ledger.append(ctx.campaign_id, Simulated(iteration=iteration, candidate_id=candidate.id, rung=action.rung,
                                                      observation=observation.model_dump(mode="json")),
-                          key=f"it{iteration}:env-rung:{action.rung}:{cid}", actor=f"policy:{ARM}")
-        return {"rung": action.rung, "candidate_id": cid, "status": observation.status,
+                          key=f"it{iteration}:env-rung:{action.rung}:{candidate.id}", actor=f"policy:{ARM}")
+        return {"rung": action.rung, "candidate_id": candidate.id, "text": describe(candidate),
+                "is_in_pool": candidate.id in ctx.pool.index, "status": observation.status,
                 "properties": {k: float(v) for k, v in observation.properties.items()},
                 **({"reason": observation.reason} if observation.reason else {})}
 
     def _query_surrogate(self, action: QuerySurrogateAction) -> dict[str, Any]:
-        ids = [self._resolve(ref, offer_only=False) for ref in action.candidate_ids]
-        predictions = self._predict(ids)
+        candidates = self._tool_candidates(action.candidate_ids, action.structures)
+        predictions = self._predict(candidates)
         if predictions is None:
             return {"note": "no surrogate yet: it is fitted after two lab results", "predictions": []}
-        return {"predictions": [{"candidate_id": cid, "mean": m, "sd": s}
-                                for cid, (m, s) in zip(ids, predictions, strict=True)]}
+        return {"predictions": [{"candidate_id": c.id, "text": describe(c), "mean": m, "sd": s}
+                                for c, (m, s) in zip(candidates, predictions, strict=True)]}
 
     def _query_ledger(self, action: QueryLedgerAction) -> dict[str, Any]:
         """The episode's own records from the ledger, newest last: what was proposed, measured and computed."""
@@ -409,25 +450,52 @@ class CampaignEnvironment:
                 "lab_experiments_left": observation.budget.lab_experiments_left}
 
     # ------------------------------------------------------------------------------------------------ reading
+    def _text(self, candidate_id: str) -> str:
+        """A candidate's SMILES, formula or conditions, in the pool or written by a tool call."""
+        pool = self.campaign.ctx.pool
+        if candidate_id in pool.index:
+            return describe(pool.get(candidate_id))
+        return describe(self._outside[candidate_id]) if candidate_id in self._outside else candidate_id
+
     def _iteration(self) -> int:
         arm = self._arm
         if arm.context is not None:
             return arm.context.iteration
         return 0
 
-    def _predict(self, ids: list[str]) -> list[tuple[float, float]] | None:
-        """Surrogate mean and sd (objective unit) of pool ids, from the campaign's GP; None before it exists."""
+    def _planning_tools(self):
+        """The llm arm's planning tools on the live context, kept while the graph waits on that context: the GP is
+        rebuilt from its recorded hyperparameters once per planning step, not once per offer or query."""
         from orchestrator.policy.planners.llm_tools import PlanningTools
 
         context = self._arm.context
         if context is None:
             return None
-        tools = PlanningTools(context)
-        rows = [context.pool.index[cid] for cid in ids]
-        predicted = tools.predict_utilities(rows)
-        if predicted is None:
+        if self._tools is None or self._tools.context is not context:
+            self._tools = PlanningTools(context)
+        return self._tools
+
+    def _predict(self, candidates: list) -> list[tuple[float, float]] | None:
+        """Surrogate mean and sd (objective unit) of candidates, from the campaign's GP; None before it exists. A
+        candidate outside the pool (a written structure) is featurised as the pool's candidates are."""
+        from vocabulary.domain import featurise
+
+        tools = self._planning_tools()
+        if tools is None or tools.surrogate is None or not candidates:
             return None
-        mean, sd = predicted
+        pool = tools.context.pool
+        rows = [pool.index.get(c.id) for c in candidates]
+        inside = [k for k, row in enumerate(rows) if row is not None]
+        outside = [k for k, row in enumerate(rows) if row is None]
+        mean, sd = np.zeros(len(candidates)), np.zeros(len(candidates))
+        if inside:
+            mean[inside], sd[inside] = tools.predict_utilities([rows[k] for k in inside])
+        if outside:
+            if getattr(tools.surrogate, "pool_prior", None) is not None:
+                raise InvalidAction("the surrogate's ladder prior is known only for pool candidates; query offer "
+                                    "labels or pool ids")
+            X = featurise([candidates[k] for k in outside], pool.space)
+            mean[outside], sd[outside] = tools.surrogate.predict(X)
         objective = self.spec.objective
         sign = -1.0 if objective.direction == "minimize" else 1.0
         out = []
@@ -462,7 +530,7 @@ class CampaignEnvironment:
             rng = derive_rng(self.spec.campaign.seed, context.iteration, "environment-offer")
             rows = rng.choice(available, size=min(self.n_offer, len(available)), replace=False) if len(available) else []
             ids = [context.pool.ids[int(i)] for i in rows]
-        predictions = self._predict(ids) or [(None, None)] * len(ids)
+        predictions = self._predict([context.pool.get(cid) for cid in ids]) or [(None, None)] * len(ids)
         width = max(2, len(str(self.n_offer - 1)))
         return [OfferedCandidate(label=f"o{k:0{width}d}", candidate_id=cid, text=describe(context.pool.get(cid)),
                                  mean=m, sd=s) for k, (cid, (m, s)) in enumerate(zip(ids, predictions, strict=True))]
@@ -530,7 +598,9 @@ class _EpisodeRead:
     """What observations and the potential read from the episode's ledger, kept up to date event by event (each
     step reads only the events appended since the last), rather than rebuilt from every event at every step."""
 
-    def __init__(self):
+    def __init__(self, text):
+        self.text = text
+        """candidate id -> its SMILES, formula or conditions."""
         self.seq = 0
         self.lab_results: list[LabResult] = []
         self.rung_results: list[RungResult] = []
@@ -540,19 +610,18 @@ class _EpisodeRead:
 
     def update(self, ctx) -> _EpisodeRead:
         types = [Observed.type, Simulated.type, Screened.type, RewardEstimated.type, RewardFinalised.type]
-        pool = ctx.pool
         for e in ctx.ledger.events(ctx.campaign_id, types=types, after_seq=self.seq):
             p = e.payload
             if e.type == Observed.type:
                 self.lab_results.append(LabResult(
-                    candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), status=p["status"],
+                    candidate_id=p["candidate_id"], text=self.text(p["candidate_id"]), status=p["status"],
                     value=p["value"] if p["status"] == "ok" else None))
             elif e.type in (Simulated.type, Screened.type):
                 for p in (p for kind, p in batch_records(e.type, p) if kind == Simulated.type):
                     o = p["observation"]
                     self.compute_s += float(o.get("cost_s") or 0.0)
                     self.rung_results.append(RungResult(
-                        candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), rung=p["rung"],
+                        candidate_id=p["candidate_id"], text=self.text(p["candidate_id"]), rung=p["rung"],
                         status=o["status"], properties={k: float(v) for k, v in o.get("properties", {}).items()}))
             elif p.get("arm") == ARM:
                 self.rewards[p["subject"]] = float(p["reward"])
