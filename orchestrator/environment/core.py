@@ -146,6 +146,8 @@ class CampaignEnvironment:
         self._outside: dict[str, Any] = {}
         """Candidates outside the pool that tool calls named (written structures), by id."""
         self._tools = None
+        self._status: dict[str, Any] = {}
+        """The campaign summary the last ``Campaign.run`` returned: only a proposal moves the campaign."""
         self._read = _EpisodeRead(self._text)
 
     # ------------------------------------------------------------------------------------------------ episodes
@@ -193,7 +195,7 @@ class CampaignEnvironment:
         self._step, self._potential, self._return = 0, 0.0, 0.0
         self._read = _EpisodeRead(self._text)
         self._outside, self._tools = {}, None
-        self.campaign.run()
+        self._status = self.campaign.run()
         self._potential = self._episode_potential()
         self._last = self._observe()
         return self._last
@@ -303,7 +305,7 @@ class CampaignEnvironment:
                   "new_candidates": [c.model_dump(mode="json") for c in new_candidates]}
         if self.spec.space.generate:
             self._forget_unrecorded_growth()
-        self.campaign.run(approval=answer)
+        self._status = self.campaign.run(approval=answer)
 
     def _structure(self, text: str):
         """(candidate, is_new) for a proposal's written structure: canonical, within the open space's limits and
@@ -537,12 +539,11 @@ class CampaignEnvironment:
 
     def _observe(self, *, tool_result: dict | None = None, error: str | None = None) -> EnvironmentObservation:
         ctx, spec = self.campaign.ctx, self.spec
-        # each of these reads the ledger or the graph's checkpoint: once per observation
-        is_done = self.campaign.is_finished
-        is_asking = not is_done and self.campaign.pending_interrupt is not None
+        # only Campaign.run moves the campaign, and it returns the summary: no ledger or checkpoint read here
+        is_done = self._status.get("status") == "stopped"
+        is_asking = not is_done and self._arm.is_waiting
         if tool_result is None and error is None or not self._offer:
             self._offer = self._make_offer(is_asking)
-        summary = self.campaign.summary() if is_done else None
         read = self._read.update(ctx)
         jobs = ctx.ledger.lab_jobs(ctx.campaign_id)
         objective = spec.objective
@@ -559,7 +560,7 @@ class CampaignEnvironment:
                           lab_experiments_left=max(spec.budget.lab_experiments - len(jobs), 0),
                           n_pending=sum(j.status == "dispatched" for j in jobs), compute_s_used=read.compute_s),
             tool_result=tool_result, error=error, is_done=is_done,
-            stop_reason=summary.get("stop_reason") if summary else None)
+            stop_reason=self._status.get("stop_reason") if is_done else None)
 
     def _episode_potential(self) -> float:
         """Φ: the sum of the episode's trajectories' current rewards over the lab budget."""
