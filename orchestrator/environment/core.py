@@ -435,7 +435,7 @@ class CampaignEnvironment:
                      "expected": p.get("expected")}
                     for p in (e.payload for e in ctx.ledger.events(ctx.campaign_id, types=[Proposed.type]))]
             return {"what": "proposals", "n_total": len(rows), "records": rows[-action.limit:]}
-        observation = self._last or self._observe()
+        observation = self._last
         if action.what == "lab_results":
             rows = [r.model_dump() for r in observation.lab_results]
             return {"what": "lab_results", "n_total": len(rows), "records": rows[-action.limit:]}
@@ -544,7 +544,7 @@ class CampaignEnvironment:
         is_asking = not is_done and self._arm.is_waiting
         if tool_result is None and error is None or not self._offer:
             self._offer = self._make_offer(is_asking)
-        read = self._read.update(ctx)
+        read = self._read  # brought up to date by the potential, read just before every observation
         jobs = ctx.ledger.lab_jobs(ctx.campaign_id)
         objective = spec.objective
         bar = self.bar.threshold if self.bar is not None and self.bar.is_visible else None
