@@ -362,11 +362,9 @@ class CampaignEnvironment:
         only when it finishes; resuming re-runs it, and it must grow the same pool again (the same edits of the same
         parents) rather than edits of the unrecorded ones, or the pool in memory and the one the ledger rebuilds on
         a resume would differ."""
-        ctx = self.campaign.ctx
-        pool = ctx.pool
-        n_recorded = (pool.seed_size or 0) + sum(
-            len(e.payload["candidates"]) for e in ctx.ledger.events(ctx.campaign_id, types=[PoolExtended.type]))
-        pool.truncate(n_recorded)
+        pool = self.campaign.ctx.pool
+        # the episode's read is current: it ran after the campaign last moved, and only a proposal moves it
+        pool.truncate((pool.seed_size or 0) + self._read.n_pool_extended)
 
     def _new_structures(self) -> NewStructures:
         """Whether this episode's proposals may write new candidates, and why not when they may not."""
@@ -608,9 +606,12 @@ class _EpisodeRead:
         self.compute_s = 0.0
         self.rewards: dict[str, float] = {}
         """trajectory -> its current reward, for the policy's arm."""
+        self.n_pool_extended = 0
+        """Candidates the ledger's ``PoolExtended`` events added to the pool (open spaces)."""
 
     def update(self, ctx) -> _EpisodeRead:
-        types = [Observed.type, Simulated.type, Screened.type, RewardEstimated.type, RewardFinalised.type]
+        types = [Observed.type, Simulated.type, Screened.type, RewardEstimated.type, RewardFinalised.type,
+                 PoolExtended.type]
         for e in ctx.ledger.events(ctx.campaign_id, types=types, after_seq=self.seq):
             p = e.payload
             if e.type == Observed.type:
@@ -624,6 +625,8 @@ class _EpisodeRead:
                     self.rung_results.append(RungResult(
                         candidate_id=p["candidate_id"], text=self.text(p["candidate_id"]), rung=p["rung"],
                         status=o["status"], properties={k: float(v) for k, v in o.get("properties", {}).items()}))
+            elif e.type == PoolExtended.type:
+                self.n_pool_extended += len(p["candidates"])
             elif p.get("arm") == ARM:
                 self.rewards[p["subject"]] = float(p["reward"])
             self.seq = max(self.seq, e.seq)
