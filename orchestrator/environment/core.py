@@ -11,8 +11,10 @@ Open spaces (``[space] generate = true``): a proposal may also write new structu
 parsed and canonicalised by the domain (rdkit, pymatgen) and checked against the space's limits before the graph
 resumes; one that fails is refused with the reason (``InvalidAction``). The valid ones join the pool through the arm
 (recorded as ``PoolExtended``) and go through the campaign's own validate → screen → lab path; the simulated lab's
-ground truth for them is the spec's ``lab.oracle_simulator``, which ``CampaignSpec`` requires of an open space. A
-closed space refuses structures and says why in ``observation.new_structures``.
+ground truth for them is the spec's ``lab.oracle_simulator``, which ``CampaignSpec`` requires of an open space. The
+tools take written structures too (``run_rung`` one, ``query_surrogate`` several), through the same checks: a rung
+runs on the new candidate and is charged to the compute budget, the surrogate predicts it from its features, and
+neither grows the pool. A closed space refuses structures and says why in ``observation.new_structures``.
 
 Rewards (``rewards.process.shaped_reward``): the episode's potential Φ is the sum of its trajectories' current
 rewards under the environment rubric (potential-based process term) divided by the lab budget; a step earns
