@@ -265,7 +265,41 @@ def profile_episode(name: str, settings: dict[str, Any], top: int = 10) -> dict[
         return out
 
     return {"campaign": name, "policy": "greedy", "n_steps": n_steps, "wall_s_profiled": wall_s,
-            "by_cumulative": rows("cumulative"), "by_own_time": rows("tottime")}
+            "by_cumulative": rows("cumulative"), "by_own_time": rows("tottime"),
+            "by_part": parts(stats, n_steps)}
+
+
+_PARTS = {
+    # (file suffix, function): what it is in a step
+    ("environment/core.py", "step"): "environment step (all of it)",
+    ("loop/campaign.py", "run"): "Campaign.run (the graph)",
+    ("langgraph/pregel/main.py", "stream"): "the graph's stream (nodes + checkpoints)",
+    ("loop/summary.py", "summarise"): "Campaign.run's summary",
+    ("loop/campaign.py", "start"): "Campaign.start (resets)",
+    ("environment/core.py", "_observe"): "environment: observation",
+    ("environment/core.py", "_make_offer"): "environment: offer (GP mean and sd)",
+    ("environment/core.py", "_record"): "environment: EnvironmentStep append",
+    ("environment/core.py", "_episode_potential"): "environment: potential",
+    ("ledger/store.py", "append_many"): "ledger appends",
+    ("ledger/store.py", "_read"): "ledger reads",
+    ("policy/planners/surrogate.py", "fit"): "GP fits",
+    ("policy/planners/surrogate.py", "from_hyperparameters"): "GP rebuilds from hyperparameters",
+}
+
+
+def parts(stats: pstats.Stats, n_steps: int) -> list[dict[str, Any]]:
+    """Milliseconds per step (cumulative, so parts overlap) of each loop node and of the parts in ``_PARTS``."""
+    out = []
+    for (filename, _, function), (_, n_calls, _, cumulative, _) in stats.stats.items():
+        path = filename.replace("\\", "/")
+        if "/orchestrator/loop/nodes/" in path and function == Path(path).stem:
+            label = f"node {function}"
+        else:
+            label = next((what for (suffix, fn), what in _PARTS.items() if fn == function and path.endswith(suffix)),
+                         None)
+        if label is not None:
+            out.append({"part": label, "n_calls": n_calls, "ms_per_step": 1000.0 * cumulative / n_steps})
+    return sorted(out, key=lambda row: -row["ms_per_step"])
 
 
 # ------------------------------------------------------------------------------------------------ output
@@ -334,6 +368,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                            ["function", "calls", "own s", "cumulative s"],
                            [(p["function"], p["n_calls"], p["own_s"], p["cumulative_s"])
                             for p in profile["by_cumulative"]])
+        common.print_table("Where a step goes (cumulative ms per step under the profiler; parts overlap)",
+                           ["part", "calls", "ms per step"],
+                           [(p["part"], p["n_calls"], p["ms_per_step"]) for p in profile["by_part"]])
     command = " ".join(["python -m benchmarks.env_throughput", *(argv if argv is not None else sys.argv[1:])])
     path = args.json or common.RESULTS_DIR / f"{NAME}{'_quick' if args.quick else ''}.json"
     common.write_results(NAME, {"mode": mode, "settings": settings, **provenance, "run_s": run_s,

@@ -2,8 +2,10 @@
 
 - ``ProposeAction``: candidates from the offer (labels ``o03`` or pool ids) for the lab slots, with a hypothesis; in an
   open space (``[space] generate = true``) also new structures: SMILES for molecules, formulas for materials.
-- ``RunRungAction``: run one rung of the campaign's ladder on one candidate (recorded as ``Simulated``).
-- ``QuerySurrogateAction``: the surrogate's mean and sd for candidates.
+- ``RunRungAction``: run one rung of the campaign's ladder on one candidate (recorded as ``Simulated``), named by
+  an offer label or pool id, or in an open space written out as a new structure.
+- ``QuerySurrogateAction``: the surrogate's mean and sd for candidates (offer labels, pool ids, and in an open space
+  new structures).
 - ``QueryLedgerAction``: what the campaign's ledger holds so far (proposals, lab results, rung results), newest
   last; it shows what was measured and proposed, never the ground truth.
 
@@ -61,15 +63,36 @@ class ProposeAction(_Action):
         return self
 
 
+_STRUCTURE = "open spaces only: a candidate written out, a SMILES for molecules or a formula for materials"
+
+
 class RunRungAction(_Action):
     type: Literal["run_rung"] = "run_rung"
     rung: str
-    candidate_id: str = Field(description="an offer label or a pool id")
+    candidate_id: str | None = Field(default=None, description="an offer label or a pool id")
+    structure: str | None = Field(default=None, max_length=2000, description=_STRUCTURE)
+
+    @model_validator(mode="after")
+    def _names_one(self) -> RunRungAction:
+        if (self.candidate_id is None) == (self.structure is None):
+            raise ValueError("run_rung names exactly one candidate: an offer label or pool id in candidate_id, or "
+                             "(open spaces) a SMILES or formula in structure")
+        return self
 
 
 class QuerySurrogateAction(_Action):
     type: Literal["query_surrogate"] = "query_surrogate"
-    candidate_ids: list[str] = Field(min_length=1, max_length=64, description="offer labels or pool ids")
+    candidate_ids: list[str] = Field(default_factory=list, max_length=64, description="offer labels or pool ids")
+    structures: list[str] = Field(default_factory=list, max_length=64, description=_STRUCTURE + "s")
+
+    @model_validator(mode="after")
+    def _names_something(self) -> QuerySurrogateAction:
+        if not self.candidate_ids and not self.structures:
+            raise ValueError("query_surrogate names at least one candidate: offer labels or pool ids in "
+                             "candidate_ids, or (open spaces) SMILES or formulas in structures")
+        if len(self.candidate_ids) + len(self.structures) > 64:
+            raise ValueError("query_surrogate names at most 64 candidates at once")
+        return self
 
 
 class QueryLedgerAction(_Action):

@@ -37,10 +37,15 @@ class EnvironmentPlanner:
     def __init__(self) -> None:
         self.context: PlanningContext | None = None
         self.n = 0
+        self.is_waiting = False
+        """True while the graph is paused on this arm's question: what the environment reads instead of the
+        graph's checkpoint (``Campaign.pending_interrupt``), whose read costs more than a step's own work."""
 
     def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
         self.context, self.n = context, n
+        self.is_waiting = True  # interrupt() raises to pause the graph, and returns the answer when it resumes
         answer: dict[str, Any] = interrupt({"kind": "plan", "iteration": context.iteration, "n": n})
+        self.is_waiting = False
         if answer.get("new_candidates"):
             context.pool.extend([candidate_from_dict(c) for c in answer["new_candidates"]])
         return [Proposal(candidate=context.pool.get(cid), arm=ARM, hypothesis=answer.get("hypothesis", ""),

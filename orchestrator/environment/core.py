@@ -11,8 +11,10 @@ Open spaces (``[space] generate = true``): a proposal may also write new structu
 parsed and canonicalised by the domain (rdkit, pymatgen) and checked against the space's limits before the graph
 resumes; one that fails is refused with the reason (``InvalidAction``). The valid ones join the pool through the arm
 (recorded as ``PoolExtended``) and go through the campaign's own validate → screen → lab path; the simulated lab's
-ground truth for them is the spec's ``lab.oracle_simulator``, which ``CampaignSpec`` requires of an open space. A
-closed space refuses structures and says why in ``observation.new_structures``.
+ground truth for them is the spec's ``lab.oracle_simulator``, which ``CampaignSpec`` requires of an open space. The
+tools take written structures too (``run_rung`` one, ``query_surrogate`` several), through the same checks: a rung
+runs on the new candidate and is charged to the compute budget, the surrogate predicts it from its features, and
+neither grows the pool. A closed space refuses structures and says why in ``observation.new_structures``.
 
 Rewards (``rewards.process.shaped_reward``): the episode's potential Φ is the sum of its trajectories' current
 rewards under the environment rubric (potential-based process term) divided by the lab budget; a step earns
@@ -143,7 +145,12 @@ class CampaignEnvironment:
         self._fixed_offer: tuple[str, ...] = ()
         self._last: EnvironmentObservation | None = None
         self.spec: CampaignSpec | None = None
-        self._read = _EpisodeRead()
+        self._outside: dict[str, Any] = {}
+        """Candidates outside the pool that tool calls named (written structures), by id."""
+        self._tools = None
+        self._status: dict[str, Any] = {}
+        """The campaign summary the last ``Campaign.run`` returned: only a proposal moves the campaign."""
+        self._read = _EpisodeRead(self._text)
 
     # ------------------------------------------------------------------------------------------------ episodes
     def episode_spec(self, seed: int | None, task: dict[str, Any]) -> tuple[CampaignSpec, SuccessBar]:
@@ -188,8 +195,9 @@ class CampaignEnvironment:
         campaign_id = task.get("campaign_id") or f"env-{self.spec.campaign.name}-{uuid.uuid4().hex[:8]}"
         self.campaign = Campaign.start(self.spec, db=self.ledger, campaign_id=campaign_id)
         self._step, self._potential, self._return = 0, 0.0, 0.0
-        self._read = _EpisodeRead()
-        self.campaign.run()
+        self._read = _EpisodeRead(self._text)
+        self._outside, self._tools = {}, None
+        self._status = self.campaign.run()
         self._potential = self._episode_potential()
         self._last = self._observe()
         return self._last
@@ -299,16 +307,27 @@ class CampaignEnvironment:
                   "new_candidates": [c.model_dump(mode="json") for c in new_candidates]}
         if self.spec.space.generate:
             self._forget_unrecorded_growth()
-        self.campaign.run(approval=answer)
+        self._status = self.campaign.run(approval=answer)
 
     def _structure(self, text: str):
-        """(candidate, is_new) for a written structure: canonical, within the open space's limits and untested;
-        ``InvalidAction`` naming what is wrong and the fix otherwise."""
+        """(candidate, is_new) for a proposal's written structure: canonical, within the open space's limits and
+        untested; ``InvalidAction`` naming what is wrong and the fix otherwise."""
+        candidate, row = self._parse_structure(text)
+        if row is None:
+            return candidate, True
+        if not np.any(np.asarray(self._arm.context.available, dtype=int) == row):
+            raise InvalidAction(f"structure {text[:200]!r} ({candidate.id}) was already sent to the lab or "
+                                "rejected; propose an untested candidate")
+        return candidate, False
+
+    def _parse_structure(self, text: str):
+        """(candidate, its pool row or None) for a written structure, checked as the campaign checks the llm arm's
+        (the domain's parser, then the open space's limits); ``InvalidAction`` naming what is wrong otherwise. A
+        structure already in the pool is that pool candidate."""
         rules = self._new_structures()
         if not rules.is_open:
             raise InvalidAction(f"structure {text[:200]!r} refused: {rules.reason}")
-        context = self._arm.context
-        pool, space = context.pool, self.spec.space
+        pool = self.campaign.ctx.pool
         try:
             candidate = parse_candidate(self.spec.campaign.kind, text.strip(), pool.space)
         except InvalidCandidate as exc:
@@ -316,16 +335,27 @@ class CampaignEnvironment:
             raise InvalidAction(f"structure {text[:200]!r} is not a valid {syntax}: {exc}") from None
         from orchestrator.policy.generation import constraint_error
 
-        error = constraint_error(space, candidate)
+        error = constraint_error(self.spec.space, candidate)
         if error:
             raise InvalidAction(f"structure {text[:200]!r} is outside the open space: {error}")
         row = pool.index.get(candidate.id)
         if row is None:
-            return candidate, True
-        if not np.any(np.asarray(context.available, dtype=int) == row):
-            raise InvalidAction(f"structure {text[:200]!r} ({candidate.id}) was already sent to the lab or "
-                                "rejected; propose an untested candidate")
-        return pool.get(candidate.id), False
+            return candidate, None
+        return pool.candidates[row], row
+
+    def _tool_candidates(self, refs: list[str], structures: list[str]) -> list:
+        """The candidates a tool call names, pool members first: offer labels or pool ids, then written structures
+        (open spaces), each once; ``InvalidAction`` for an unknown name, a bad structure or a repeat."""
+        pool = self.campaign.ctx.pool
+        named = [pool.get(self._resolve(ref, offer_only=False)) for ref in refs]
+        for text in structures:
+            candidate, _ = self._parse_structure(text)
+            self._outside[candidate.id] = candidate
+            named.append(candidate)
+        ids = [c.id for c in named]
+        if len(set(ids)) != len(ids):
+            raise InvalidAction(f"the call names a candidate twice ({[*refs, *structures]}); name each once")
+        return named
 
     def _forget_unrecorded_growth(self) -> None:
         """Drop the pool's candidates that no ``PoolExtended`` records yet, before the graph resumes.
@@ -334,11 +364,9 @@ class CampaignEnvironment:
         only when it finishes; resuming re-runs it, and it must grow the same pool again (the same edits of the same
         parents) rather than edits of the unrecorded ones, or the pool in memory and the one the ledger rebuilds on
         a resume would differ."""
-        ctx = self.campaign.ctx
-        pool = ctx.pool
-        n_recorded = (pool.seed_size or 0) + sum(
-            len(e.payload["candidates"]) for e in ctx.ledger.events(ctx.campaign_id, types=[PoolExtended.type]))
-        pool.truncate(n_recorded)
+        pool = self.campaign.ctx.pool
+        # the episode's read is current: it ran after the campaign last moved, and only a proposal moves it
+        pool.truncate((pool.seed_size or 0) + self._read.n_pool_extended)
 
     def _new_structures(self) -> NewStructures:
         """Whether this episode's proposals may write new candidates, and why not when they may not."""
@@ -357,6 +385,7 @@ class CampaignEnvironment:
                              elements=tuple(space.elements) if space.elements else None)
 
     def _run_rung(self, action: RunRungAction) -> dict[str, Any]:
+        from orchestrator.loop.rung_digest import rung_digest
         from orchestrator.loop.screening import run_rung
 
         ctx = self.campaign.ctx
@@ -364,23 +393,37 @@ class CampaignEnvironment:
         if action.rung not in rungs:
             raise InvalidAction(f"rung {action.rung!r} is not on this campaign's ladder; use one of {sorted(rungs)}"
                                 if rungs else "this campaign has no rungs to run; propose or query the surrogate")
-        cid = self._resolve(action.candidate_id, offer_only=False)
-        observation = run_rung(ctx, rungs[action.rung], [ctx.pool.get(cid)])[0]
+        rung = rungs[action.rung]
+        [candidate] = self._tool_candidates([action.candidate_id] if action.candidate_id else [],
+                                            [action.structure] if action.structure else [])
+        if any(r.rung == action.rung and r.candidate_id == candidate.id for r in self._read.rung_results):
+            raise InvalidAction(f"rung {action.rung!r} already ran on {candidate.id} ({describe(candidate)}) in this "
+                                "episode; its result is in the rung results (query_ledger 'rung_results')")
+        budget_s = self.spec.budget.compute_seconds
+        if budget_s is not None:
+            # charged like the screen's rung reads: the campaign's compute budget, from the rung's cost model
+            left_s = budget_s - rung_digest(ctx).compute_s_before(self._iteration() + 1)
+            cost_s = float(rung.simulator.cost_model(candidate))
+            if cost_s > left_s:
+                raise InvalidAction(f"rung {action.rung!r} costs {cost_s:.4g} s of compute on {candidate.id} and "
+                                    f"{max(left_s, 0.0):.4g} s are left; use a cheaper rung or propose")
+        observation = run_rung(ctx, rung, [candidate])[0]
         iteration = self._iteration()
-        ctx.ledger.append(ctx.campaign_id, Simulated(iteration=iteration, candidate_id=cid, rung=action.rung,
+        ctx.ledger.append(ctx.campaign_id, Simulated(iteration=iteration, candidate_id=candidate.id, rung=action.rung,
                                                      observation=observation.model_dump(mode="json")),
-                          key=f"it{iteration}:env-rung:{action.rung}:{cid}", actor=f"policy:{ARM}")
-        return {"rung": action.rung, "candidate_id": cid, "status": observation.status,
+                          key=f"it{iteration}:env-rung:{action.rung}:{candidate.id}", actor=f"policy:{ARM}")
+        return {"rung": action.rung, "candidate_id": candidate.id, "text": describe(candidate),
+                "is_in_pool": candidate.id in ctx.pool.index, "status": observation.status,
                 "properties": {k: float(v) for k, v in observation.properties.items()},
                 **({"reason": observation.reason} if observation.reason else {})}
 
     def _query_surrogate(self, action: QuerySurrogateAction) -> dict[str, Any]:
-        ids = [self._resolve(ref, offer_only=False) for ref in action.candidate_ids]
-        predictions = self._predict(ids)
+        candidates = self._tool_candidates(action.candidate_ids, action.structures)
+        predictions = self._predict(candidates)
         if predictions is None:
             return {"note": "no surrogate yet: it is fitted after two lab results", "predictions": []}
-        return {"predictions": [{"candidate_id": cid, "mean": m, "sd": s}
-                                for cid, (m, s) in zip(ids, predictions, strict=True)]}
+        return {"predictions": [{"candidate_id": c.id, "text": describe(c), "mean": m, "sd": s}
+                                for c, (m, s) in zip(candidates, predictions, strict=True)]}
 
     def _query_ledger(self, action: QueryLedgerAction) -> dict[str, Any]:
         """The episode's own records from the ledger, newest last: what was proposed, measured and computed."""
@@ -392,7 +435,7 @@ class CampaignEnvironment:
                      "expected": p.get("expected")}
                     for p in (e.payload for e in ctx.ledger.events(ctx.campaign_id, types=[Proposed.type]))]
             return {"what": "proposals", "n_total": len(rows), "records": rows[-action.limit:]}
-        observation = self._last or self._observe()
+        observation = self._last
         if action.what == "lab_results":
             rows = [r.model_dump() for r in observation.lab_results]
             return {"what": "lab_results", "n_total": len(rows), "records": rows[-action.limit:]}
@@ -409,25 +452,52 @@ class CampaignEnvironment:
                 "lab_experiments_left": observation.budget.lab_experiments_left}
 
     # ------------------------------------------------------------------------------------------------ reading
+    def _text(self, candidate_id: str) -> str:
+        """A candidate's SMILES, formula or conditions, in the pool or written by a tool call."""
+        pool = self.campaign.ctx.pool
+        if candidate_id in pool.index:
+            return describe(pool.get(candidate_id))
+        return describe(self._outside[candidate_id]) if candidate_id in self._outside else candidate_id
+
     def _iteration(self) -> int:
         arm = self._arm
         if arm.context is not None:
             return arm.context.iteration
         return 0
 
-    def _predict(self, ids: list[str]) -> list[tuple[float, float]] | None:
-        """Surrogate mean and sd (objective unit) of pool ids, from the campaign's GP; None before it exists."""
+    def _planning_tools(self):
+        """The llm arm's planning tools on the live context, kept while the graph waits on that context: the GP is
+        rebuilt from its recorded hyperparameters once per planning step, not once per offer or query."""
         from orchestrator.policy.planners.llm_tools import PlanningTools
 
         context = self._arm.context
         if context is None:
             return None
-        tools = PlanningTools(context)
-        rows = [context.pool.index[cid] for cid in ids]
-        predicted = tools.predict_utilities(rows)
-        if predicted is None:
+        if self._tools is None or self._tools.context is not context:
+            self._tools = PlanningTools(context)
+        return self._tools
+
+    def _predict(self, candidates: list) -> list[tuple[float, float]] | None:
+        """Surrogate mean and sd (objective unit) of candidates, from the campaign's GP; None before it exists. A
+        candidate outside the pool (a written structure) is featurised as the pool's candidates are."""
+        from vocabulary.domain import featurise
+
+        tools = self._planning_tools()
+        if tools is None or tools.surrogate is None or not candidates:
             return None
-        mean, sd = predicted
+        pool = tools.context.pool
+        rows = [pool.index.get(c.id) for c in candidates]
+        inside = [k for k, row in enumerate(rows) if row is not None]
+        outside = [k for k, row in enumerate(rows) if row is None]
+        mean, sd = np.zeros(len(candidates)), np.zeros(len(candidates))
+        if inside:
+            mean[inside], sd[inside] = tools.predict_utilities([rows[k] for k in inside])
+        if outside:
+            if getattr(tools.surrogate, "pool_prior", None) is not None:
+                raise InvalidAction("the surrogate's ladder prior is known only for pool candidates; query offer "
+                                    "labels or pool ids")
+            X = featurise([candidates[k] for k in outside], pool.space)
+            mean[outside], sd[outside] = tools.surrogate.predict(X)
         objective = self.spec.objective
         sign = -1.0 if objective.direction == "minimize" else 1.0
         out = []
@@ -462,20 +532,19 @@ class CampaignEnvironment:
             rng = derive_rng(self.spec.campaign.seed, context.iteration, "environment-offer")
             rows = rng.choice(available, size=min(self.n_offer, len(available)), replace=False) if len(available) else []
             ids = [context.pool.ids[int(i)] for i in rows]
-        predictions = self._predict(ids) or [(None, None)] * len(ids)
+        predictions = self._predict([context.pool.get(cid) for cid in ids]) or [(None, None)] * len(ids)
         width = max(2, len(str(self.n_offer - 1)))
         return [OfferedCandidate(label=f"o{k:0{width}d}", candidate_id=cid, text=describe(context.pool.get(cid)),
                                  mean=m, sd=s) for k, (cid, (m, s)) in enumerate(zip(ids, predictions, strict=True))]
 
     def _observe(self, *, tool_result: dict | None = None, error: str | None = None) -> EnvironmentObservation:
         ctx, spec = self.campaign.ctx, self.spec
-        # each of these reads the ledger or the graph's checkpoint: once per observation
-        is_done = self.campaign.is_finished
-        is_asking = not is_done and self.campaign.pending_interrupt is not None
+        # only Campaign.run moves the campaign, and it returns the summary: no ledger or checkpoint read here
+        is_done = self._status.get("status") == "stopped"
+        is_asking = not is_done and self._arm.is_waiting
         if tool_result is None and error is None or not self._offer:
             self._offer = self._make_offer(is_asking)
-        summary = self.campaign.summary() if is_done else None
-        read = self._read.update(ctx)
+        read = self._read  # brought up to date by the potential, read just before every observation
         jobs = ctx.ledger.lab_jobs(ctx.campaign_id)
         objective = spec.objective
         bar = self.bar.threshold if self.bar is not None and self.bar.is_visible else None
@@ -491,7 +560,7 @@ class CampaignEnvironment:
                           lab_experiments_left=max(spec.budget.lab_experiments - len(jobs), 0),
                           n_pending=sum(j.status == "dispatched" for j in jobs), compute_s_used=read.compute_s),
             tool_result=tool_result, error=error, is_done=is_done,
-            stop_reason=summary.get("stop_reason") if summary else None)
+            stop_reason=self._status.get("stop_reason") if is_done else None)
 
     def _episode_potential(self) -> float:
         """Φ: the sum of the episode's trajectories' current rewards over the lab budget."""
@@ -530,30 +599,36 @@ class _EpisodeRead:
     """What observations and the potential read from the episode's ledger, kept up to date event by event (each
     step reads only the events appended since the last), rather than rebuilt from every event at every step."""
 
-    def __init__(self):
+    def __init__(self, text):
+        self.text = text
+        """candidate id -> its SMILES, formula or conditions."""
         self.seq = 0
         self.lab_results: list[LabResult] = []
         self.rung_results: list[RungResult] = []
         self.compute_s = 0.0
         self.rewards: dict[str, float] = {}
         """trajectory -> its current reward, for the policy's arm."""
+        self.n_pool_extended = 0
+        """Candidates the ledger's ``PoolExtended`` events added to the pool (open spaces)."""
 
     def update(self, ctx) -> _EpisodeRead:
-        types = [Observed.type, Simulated.type, Screened.type, RewardEstimated.type, RewardFinalised.type]
-        pool = ctx.pool
+        types = [Observed.type, Simulated.type, Screened.type, RewardEstimated.type, RewardFinalised.type,
+                 PoolExtended.type]
         for e in ctx.ledger.events(ctx.campaign_id, types=types, after_seq=self.seq):
             p = e.payload
             if e.type == Observed.type:
                 self.lab_results.append(LabResult(
-                    candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), status=p["status"],
+                    candidate_id=p["candidate_id"], text=self.text(p["candidate_id"]), status=p["status"],
                     value=p["value"] if p["status"] == "ok" else None))
             elif e.type in (Simulated.type, Screened.type):
                 for p in (p for kind, p in batch_records(e.type, p) if kind == Simulated.type):
                     o = p["observation"]
                     self.compute_s += float(o.get("cost_s") or 0.0)
                     self.rung_results.append(RungResult(
-                        candidate_id=p["candidate_id"], text=describe(pool.get(p["candidate_id"])), rung=p["rung"],
+                        candidate_id=p["candidate_id"], text=self.text(p["candidate_id"]), rung=p["rung"],
                         status=o["status"], properties={k: float(v) for k, v in o.get("properties", {}).items()}))
+            elif e.type == PoolExtended.type:
+                self.n_pool_extended += len(p["candidates"])
             elif p.get("arm") == ARM:
                 self.rewards[p["subject"]] = float(p["reward"])
             self.seq = max(self.seq, e.seq)

@@ -86,7 +86,8 @@ class NewStructures(_Frozen):
         return (f"The design space is open: a proposal may also write new {what} in \"structures\""
                 + (f" ({'; '.join(limits)})" if limits else "")
                 + f", e.g. {{\"type\": \"propose\", \"structures\": [\"{example}\"], \"hypothesis\": \"why\"}}; "
-                  "each new one is validated, screened and measured like an offered candidate.")
+                  "each new one is validated, screened and measured like an offered candidate. The tools take new "
+                  "structures too: run_rung(rung, structure) and query_surrogate(structures).")
 
 
 CLOSED_SPACE = NewStructures(is_open=False, reason="the design space is a fixed pool; propose from the offer")

@@ -38,8 +38,8 @@ ENV_NAME = "closedloop"
 # The core's fields for each action type; the others are dropped so the core's strict models accept the action.
 _FIELDS: dict[str, tuple[str, ...]] = {
     "propose": ("candidate_ids", "structures", "hypothesis", "rationale", "expected"),
-    "run_rung": ("rung", "candidate_id"),
-    "query_surrogate": ("candidate_ids",),
+    "run_rung": ("rung", "candidate_id", "structure"),
+    "query_surrogate": ("candidate_ids", "structures"),
     "query_ledger": ("what", "limit"),
 }
 
@@ -51,13 +51,15 @@ class CampaignAction(_types.Action):
     type: Literal["propose", "run_rung", "query_surrogate", "query_ledger"]
     candidate_ids: list[str] | None = Field(default=None, description="propose / query_surrogate: offer labels "
                                                                       "(o00, o01, …) or pool ids")
-    structures: list[str] | None = Field(default=None, description="propose, open spaces only: new candidates, "
-                                         "SMILES for molecules or formulas for materials")
+    structures: list[str] | None = Field(default=None, description="propose / query_surrogate, open spaces only: "
+                                         "new candidates, SMILES for molecules or formulas for materials")
     hypothesis: str | None = Field(default=None, description="propose: why these candidates")
     rationale: str | None = None
     expected: float | None = Field(default=None, description="propose: the expected lab value, objective unit")
     rung: str | None = Field(default=None, description="run_rung: a rung of the campaign's ladder")
     candidate_id: str | None = Field(default=None, description="run_rung: an offer label or a pool id")
+    structure: str | None = Field(default=None, description="run_rung, open spaces only: a new candidate written "
+                                                            "out (SMILES or formula) instead of candidate_id")
     what: Literal["summary", "proposals", "lab_results", "rung_results"] | None = Field(
         default=None, description="query_ledger: which records")
     limit: int | None = Field(default=None, description="query_ledger: the newest records to return")

@@ -108,14 +108,19 @@ class CampaignToolset(vf.Toolset[vf.ToolsetConfig, CampaignEpisodeState]):
                           "hypothesis": hypothesis, "expected": expected})
 
     @vf.tool
-    def run_rung(self, rung: str, candidate_id: str) -> str:
-        """Run one rung (a simulator) of the campaign's ladder on one candidate (an offer label or a pool id)."""
-        return self._act({"type": "run_rung", "rung": rung, "candidate_id": candidate_id})
+    def run_rung(self, rung: str, candidate_id: str | None = None, structure: str | None = None) -> str:
+        """Run one rung (a simulator) of the campaign's ladder on one candidate: an offer label or a pool id in
+        candidate_id or, when the situation says the design space is open, a new structure (SMILES or formula)."""
+        return self._act({"type": "run_rung", "rung": rung,
+                          **({"candidate_id": candidate_id} if candidate_id is not None else {}),
+                          **({"structure": structure} if structure is not None else {})})
 
     @vf.tool
-    def query_surrogate(self, candidate_ids: list[str]) -> str:
-        """The surrogate model's mean and standard deviation for candidates (offer labels or pool ids)."""
-        return self._act({"type": "query_surrogate", "candidate_ids": candidate_ids})
+    def query_surrogate(self, candidate_ids: list[str] | None = None, structures: list[str] | None = None) -> str:
+        """The surrogate model's mean and standard deviation for candidates: offer labels or pool ids in
+        candidate_ids and, when the design space is open, new structures (SMILES or formulas)."""
+        return self._act({"type": "query_surrogate", "candidate_ids": candidate_ids or [],
+                          "structures": structures or []})
 
     @vf.tool
     def query_ledger(self, what: str = "summary", limit: int = 20) -> str:

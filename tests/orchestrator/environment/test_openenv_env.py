@@ -20,6 +20,7 @@ import httpx  # noqa: E402
 from tests.conftest import BUCHWALD_SPEC, ROOT  # noqa: E402
 
 OPENENV_DIR = ROOT / "closedloop" / "openenv"
+OPEN_LOGP_SPEC = ROOT / "campaigns" / "open_logp" / "campaign.toml"
 
 
 def _free_port() -> int:
@@ -35,13 +36,12 @@ def _openenv_cli() -> str:
     return str(script)
 
 
-@pytest.fixture(scope="module")
-def server():
-    """`closedloop env serve` (through the CLI module) on a free port; yields its base URL."""
+def _serve(spec: Path, *extra: str):
+    """`closedloop env serve SPEC` (through the CLI module) on a free port; yields its base URL."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.interfaces.cli", "env", "serve", str(BUCHWALD_SPEC),
-                             "--port", str(port), "--n-offer", "6"],
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.interfaces.cli", "env", "serve", str(spec),
+                             "--port", str(port), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -65,6 +65,21 @@ def server():
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server():
+    yield from _serve(BUCHWALD_SPEC, "--n-offer", "6")
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory):
+    """campaigns/open_logp (an open molecule space: new SMILES allowed), served the same way. Its lab's ground truth
+    is computed (an oracle simulator), so it has no known range to fix a success bar from and the spec is refused
+    without one; the copy adds ``[stop] threshold`` (logP 4), as a user serving it would."""
+    spec = tmp_path_factory.mktemp("open_logp") / "campaign.toml"
+    spec.write_text(OPEN_LOGP_SPEC.read_text() + "\n[stop]\nthreshold = 4.0\n")
+    yield from _serve(spec, "--n-offer", "4")
 
 
 def test_an_episode_over_the_websocket_session_with_openenvs_client(server):
@@ -96,6 +111,43 @@ def test_an_episode_over_the_websocket_session_with_openenvs_client(server):
         state = env.state()
         assert state.episode_id == campaign_id and state.is_done and state.step_count == 4
         assert state.episode_return == pytest.approx(sum(rewards) + refused.reward + ledger.reward)
+
+
+def test_an_open_space_episode_over_the_websocket_client_proposes_a_new_smiles(open_server):
+    """Over OpenEnv's client: a new SMILES runs on a rung and is predicted, then proposed and measured by the
+    simulated lab's own ground truth (Crippen logP, noise sd 0.05); a bad one is refused and the episode goes on."""
+    from rdkit import Chem
+    from rdkit.Chem import Crippen
+
+    from closedloop.openenv.client import CampaignEnvClient
+    from orchestrator.environment.openenv_env import CampaignAction
+    from vocabulary.domain import Molecule
+
+    smiles = "Clc1ccc(Cl)cc1"
+    new_id = Molecule.parse(smiles).id
+    with CampaignEnvClient(base_url=open_server).sync() as env:
+        result = env.reset(seed=0, lab_budget=3, batch_size=1)
+        obs = result.observation
+        assert obs.observation["new_structures"]["is_open"] and '"structures"' in obs.text
+        assert new_id not in {c["candidate_id"] for c in obs.observation["offer"]}
+
+        rung = env.step(CampaignAction(type="run_rung", rung="descriptors", structure=smiles))
+        assert rung.observation.error is None and rung.reward == 0.0
+        assert rung.observation.observation["tool_result"]["candidate_id"] == new_id
+        assert rung.observation.observation["tool_result"]["properties"]["n_heavy_atoms"] == 8.0
+        bad = env.step(CampaignAction(type="propose", structures=["C1CC"], hypothesis="an open ring"))
+        assert "not a valid SMILES" in bad.observation.error and bad.reward < 0 and not bad.done
+
+        result = env.step(CampaignAction(type="propose", structures=[smiles], hypothesis="two chlorines, flat"))
+        assert result.observation.error is None and result.observation.info["is_valid"]
+        lab = {r["candidate_id"]: r for r in result.observation.observation["lab_results"]}
+        assert lab[new_id]["status"] == "ok" and lab[new_id]["text"] == smiles
+        assert lab[new_id]["value"] == pytest.approx(Crippen.MolLogP(Chem.MolFromSmiles(smiles)), abs=0.3)
+        while not result.done:
+            label = result.observation.observation["offer"][0]["label"]
+            result = env.step(CampaignAction(type="propose", candidate_ids=[label], hypothesis="first on offer"))
+        assert len(result.observation.observation["lab_results"]) == 3
+        assert env.state().is_done and env.state().step_count == 5
 
 
 def test_the_http_endpoints(server):
