@@ -74,7 +74,6 @@ DEFAULT_DURATIONS_S: dict[str, tuple[float, float]] = {
 }
 
 
-
 class SimLabDriver(JobProcesses):
     """Simulated robotic lab implementing ``InstrumentDriver``.
 
