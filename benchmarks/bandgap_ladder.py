@@ -131,7 +131,7 @@ def analyse(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from simulators.executor import LocalProcessExecutor
+    from simulators.executor_process import LocalProcessExecutor
     from simulators.registry import load_simulator
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -70,7 +70,7 @@ def rungs(args: argparse.Namespace, molecules, rows) -> list[tuple[str, Any]]:
 
 def run_rungs(args: argparse.Namespace, molecules, rows, cache_path: Path) -> list[dict[str, Any]]:
     from simulators.cache import SimulationCache
-    from simulators.executor import LocalProcessExecutor
+    from simulators.executor_process import LocalProcessExecutor
     from simulators.ladder import evaluate_rung
 
     results = []

@@ -28,8 +28,9 @@ import numpy as np
 from orchestrator.bench.config import BenchConfig
 from orchestrator.bench.problem import load_problem
 from orchestrator.policy.planners import BOPlanner, PlanningContext, fit_surrogate_state
-from orchestrator.policy.planners.llm import InMemoryLLMRecorder, LLMPlanner
+from orchestrator.policy.planners.llm import LLMPlanner
 from orchestrator.policy.planners.llm_prompt import ProposalBatch
+from orchestrator.policy.planners.llm_recording import InMemoryLLMRecorder
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("freesolv", "esol")

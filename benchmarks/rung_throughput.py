@@ -92,7 +92,7 @@ def serial(rung: Rung) -> dict[str, Any]:
 
 def warmed_executor(rung: Rung, chunk_size: int):
     """A fresh two-worker executor whose workers have imported the rung's backend; and the warm-up seconds."""
-    from simulators.executor import LocalProcessExecutor
+    from simulators.executor_process import LocalProcessExecutor
 
     executor = LocalProcessExecutor(max_workers=2, chunk_size=chunk_size)
     simulator = rung.factory()

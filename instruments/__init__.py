@@ -33,7 +33,8 @@ from instruments.faults import FaultPlan
 from instruments.journal import LabJournal
 from instruments.oracle import FunctionOracle, Oracle, TableOracle
 from instruments.registry import available_drivers, load_driver
-from instruments.simlab import LabMetrics, SimLabDriver
+from instruments.simlab import SimLabDriver
+from instruments.simlab_records import LabMetrics
 
 _LAZY = {
     "HttpDriver": "instruments.http_driver",

@@ -14,6 +14,7 @@ from typing import Any
 
 from instruments.base import InstrumentDriver
 from vocabulary.domain import SetupError
+from vocabulary.plugins import entry_points_by_name
 
 __all__ = ["ENTRY_POINT_GROUP", "available_drivers", "load_driver"]
 
@@ -21,12 +22,7 @@ ENTRY_POINT_GROUP = "closedloop.instruments"
 
 
 def _entry_points() -> dict[str, list[EntryPoint]]:
-    found: dict[str, list[EntryPoint]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        same_name = found.setdefault(ep.name, [])
-        if all(other.value != ep.value for other in same_name):  # an editable install may list a target twice
-            same_name.append(ep)
-    return found
+    return entry_points_by_name(entry_points(group=ENTRY_POINT_GROUP))
 
 
 def available_drivers() -> dict[str, str]:

@@ -52,7 +52,7 @@ from instruments import (
     SafetyEnvelope,
 )
 from instruments.base import TERMINAL_STATES
-from instruments.simlab import job_rng
+from instruments.simlab_records import job_rng
 from vocabulary.domain import InstrumentFault, SetupError
 
 __all__ = ["PEAK_NM", "READ_S", "PlateReaderDriver"]

@@ -25,14 +25,10 @@ from simulators.composition import CompositionSimulator
 from simulators.conformers import ConformerSimulator
 from simulators.costing import LinearCost, measure_linear_cost
 from simulators.dft import DFTSimulator
-from simulators.executor import (
-    Executor,
-    LocalProcessExecutor,
-    RayExecutor,
-    SerialExecutor,
-    is_transient_failure,
-    make_executor,
-)
+from simulators.executor import Executor, SerialExecutor, make_executor
+from simulators.executor_batch import is_transient_failure
+from simulators.executor_process import LocalProcessExecutor
+from simulators.executor_ray import RayExecutor
 from simulators.ladder import evaluate_rung
 from simulators.prototypes import PrototypeSimulator
 from simulators.rdkit_descriptors import RDKitDescriptorSimulator

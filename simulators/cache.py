@@ -7,7 +7,7 @@ therefore makes a new key; old rows stay, unused. A stored result is never overw
 What is cached: ``ok`` observations, and failures the calculation itself reported (an unreadable SMILES, an invalid
 geometry, an SCF that does not converge), because running the same deterministic calculation again fails the same
 way. What is not: failures an executor wrote (``timeout after ...``, ``worker lost: ...``; see
-``simulators.executor.is_transient_failure``), because they depend on the machine and the moment.
+``simulators.executor_batch.is_transient_failure``), because they depend on the machine and the moment.
 
 Writers never conflict: rows are inserted with on-conflict-do-nothing (SQLite ``INSERT OR IGNORE``, Postgres
 ``ON CONFLICT DO NOTHING``), so two campaigns that compute the same result keep the first copy. A SQLite file is
@@ -48,12 +48,8 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from simulators.base import AnyCandidate, Simulator
-from simulators.executor import (
-    Executor,
-    SerialExecutor,
-    check_batch,
-    is_transient_failure,
-)
+from simulators.executor import Executor, SerialExecutor
+from simulators.executor_batch import check_batch, is_transient_failure
 from vocabulary.domain import Observation, SetupError
 
 __all__ = ["CacheStats", "SimulationCache", "SimulationCacheRow", "parameters_sha256"]

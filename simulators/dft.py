@@ -13,11 +13,13 @@ from simulators.geometry import (
     DEFAULT_SEED,
     HARTREE_TO_EV,
     Geometry,
-    check_conformer_parameters,
+    check_quantum_parameters,
+    heavy_atom_count,
     homo_lumo_gap_hartree,
     lowest_mmff_conformer,
+    rung_version,
 )
-from vocabulary.domain import Molecule, SetupError, SimulationFailed, import_optional
+from vocabulary.domain import SimulationFailed, import_optional
 
 __all__ = ["DFTSimulator", "b3lyp_single_point"]
 
@@ -81,15 +83,8 @@ max_heavy_atoms or stop at xtb")
             problems.append(f"{grid_level=} must be an int in 0..9 (pyscf's grids.level)")
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
             problems.append(f"{max_iterations=} must be a positive int (pyscf's default is 50)")
-        try:
-            check_conformer_parameters(n_conformers, seed, prune_rms_threshold=0.5, max_iterations=2000)
-        except ValueError as exc:
-            problems.append(str(exc))
-        if problems:
-            raise SetupError("simulator 'dft': " + "; ".join(problems))
-        import rdkit  # the MMFF geometry can move between rdkit releases, so its version is part of ours
-
-        self.version = f"{_VERSION}+pyscf{_pyscf_version()}+rdkit{rdkit.__version__}"
+        check_quantum_parameters("dft", problems, n_conformers=n_conformers, seed=seed)
+        self.version = rung_version(_VERSION, "pyscf")
         super().__init__(
             {
                 "max_heavy_atoms": max_heavy_atoms,
@@ -102,8 +97,7 @@ max_heavy_atoms or stop at xtb")
 
     def cost_model(self, candidate: AnyCandidate) -> float:
         """Seconds for one molecule at the default grid: quadratic in heavy atoms; 0 above ``max_heavy_atoms``."""
-        mol = candidate.to_rdkit() if isinstance(candidate, Molecule) else None
-        n_heavy_atoms = mol.GetNumHeavyAtoms() if mol is not None else 0
+        n_heavy_atoms = heavy_atom_count(candidate)
         if n_heavy_atoms > self.parameters["max_heavy_atoms"]:
             return 0.0  # refused before anything runs
         return INTERCEPT_S + PER_HEAVY_ATOM_SQUARED_S * n_heavy_atoms**2
@@ -111,8 +105,7 @@ max_heavy_atoms or stop at xtb")
     def calculate(self, candidate: AnyCandidate) -> dict[str, float]:
         """One DFT single point; ``SimulationFailed`` for a molecule over the size cap or a failed SCF."""
         p = self.parameters
-        mol = candidate.to_rdkit()
-        n_heavy_atoms = mol.GetNumHeavyAtoms() if mol is not None else 0
+        n_heavy_atoms = heavy_atom_count(candidate)
         if n_heavy_atoms > p["max_heavy_atoms"]:
             raise SimulationFailed(
                 f"{candidate.smiles!r} is too large for the dft rung ({n_heavy_atoms} heavy atoms > "
@@ -165,12 +158,3 @@ def _def2_ecp(geometry: Geometry) -> dict[str, str]:
     # def2 has effective core potentials only beyond Kr (iodine, tin, …); pyscf warns if asked for lighter elements
     heavy = {symbol for symbol, z in zip(geometry.elements, geometry.atomic_numbers, strict=True) if z > 36}
     return {symbol: BASIS for symbol in sorted(heavy)}
-
-
-def _pyscf_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("pyscf")
-    except PackageNotFoundError:
-        return "missing"

@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
-from vocabulary.domain import Molecule, SimulationFailed
+from vocabulary.domain import Molecule, SetupError, SimulationFailed
 
 __all__ = [
     "BOHR_TO_ANGSTROM",
@@ -35,9 +36,12 @@ __all__ = [
     "ConformerEnsemble",
     "Geometry",
     "check_conformer_parameters",
+    "check_quantum_parameters",
+    "heavy_atom_count",
     "homo_lumo_gap_hartree",
     "lowest_mmff_conformer",
     "mmff_conformer_ensemble",
+    "rung_version",
 ]
 
 DEFAULT_SEED = 0xF00D
@@ -118,6 +122,46 @@ def check_conformer_parameters(n_conformers: int, seed: int, prune_rms_threshold
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
         raise ValueError(f"{max_iterations=} must be a positive int")
 
+
+
+def check_quantum_parameters(simulator: str, problems: list[str], *, n_conformers: int, seed: int) -> None:
+    """Raise one ``SetupError`` naming every problem of a quantum rung's parameters: ``problems`` found by the rung,
+    then those of the conformer search its single points run on.
+
+    Example:
+        >>> check_quantum_parameters("xtb", ["accuracy=0 is too low"], n_conformers=0, seed=1)
+        Traceback (most recent call last):
+        ...
+        vocabulary.domain.SetupError: simulator 'xtb': accuracy=0 is too low; n_conformers=0 must be an int in 1..1000
+    """
+    try:
+        check_conformer_parameters(n_conformers, seed, prune_rms_threshold=0.5, max_iterations=2000)
+    except ValueError as exc:
+        problems = [*problems, str(exc)]
+    if problems:
+        raise SetupError(f"simulator {simulator!r}: " + "; ".join(problems))
+
+
+def rung_version(version: str, distribution: str) -> str:
+    """A quantum rung's version: its own, the installed version of the code it runs (``missing`` when it is not
+    installed) and rdkit's, since the MMFF geometry can move between rdkit releases: ``"1+pyscf2.14.0+rdkit2025.3.6"``.
+    """
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    import rdkit
+
+    try:
+        code = installed_version(distribution)
+    except PackageNotFoundError:
+        code = "missing"
+    return f"{version}+{distribution}{code}+rdkit{rdkit.__version__}"
+
+
+def heavy_atom_count(candidate: Any) -> int:
+    """Heavy atoms of a molecule candidate; 0 for another kind of candidate or a molecule rdkit cannot read."""
+    mol = candidate.to_rdkit() if isinstance(candidate, Molecule) else None
+    return mol.GetNumHeavyAtoms() if mol is not None else 0
 
 def mmff_conformer_ensemble(
     molecule: Molecule,

@@ -13,6 +13,7 @@ from typing import Any
 
 from simulators.base import Simulator
 from vocabulary.domain import SetupError
+from vocabulary.plugins import entry_points_by_name
 
 __all__ = ["ENTRY_POINT_GROUP", "available_simulators", "load_simulator"]
 
@@ -24,12 +25,7 @@ def _entry_points() -> list[EntryPoint]:
 
 
 def _by_name() -> dict[str, list[EntryPoint]]:
-    found: dict[str, list[EntryPoint]] = {}
-    for ep in _entry_points():
-        same_name = found.setdefault(ep.name, [])
-        if all(other.value != ep.value for other in same_name):  # one package seen twice is not a clash
-            same_name.append(ep)
-    return found
+    return entry_points_by_name(_entry_points())
 
 
 def available_simulators() -> dict[str, EntryPoint]:

@@ -21,11 +21,13 @@ from simulators.geometry import (
     HARTREE_TO_EV,
     HARTREE_TO_KCAL_MOL,
     Geometry,
-    check_conformer_parameters,
+    check_quantum_parameters,
+    heavy_atom_count,
     homo_lumo_gap_hartree,
     lowest_mmff_conformer,
+    rung_version,
 )
-from vocabulary.domain import Molecule, SetupError, SimulationFailed, import_optional
+from vocabulary.domain import SetupError, SimulationFailed, import_optional
 
 __all__ = ["SolvationModel", "XTBSimulator", "gfn2_single_point"]
 
@@ -94,15 +96,8 @@ class XTBSimulator(BaseSimulator):
             problems.append(f"{accuracy=} must be a number in 1e-4..1e3 (tblite's default is 1.0)")
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
             problems.append(f"{max_iterations=} must be a positive int (tblite's default is 250)")
-        try:
-            check_conformer_parameters(n_conformers, seed, prune_rms_threshold=0.5, max_iterations=2000)
-        except ValueError as exc:
-            problems.append(str(exc))
-        if problems:
-            raise SetupError("simulator 'xtb': " + "; ".join(problems))
-        import rdkit  # the MMFF geometry can move between rdkit releases, so its version is part of ours
-
-        self.version = f"{_VERSION}+tblite{_tblite_version()}+rdkit{rdkit.__version__}"
+        check_quantum_parameters("xtb", problems, n_conformers=n_conformers, seed=seed)
+        self.version = rung_version(_VERSION, "tblite")
         super().__init__(  # checks that tblite is installed before _check_solvent imports it
             {
                 "solvent": solvent,
@@ -117,8 +112,7 @@ class XTBSimulator(BaseSimulator):
 
     def cost_model(self, candidate: AnyCandidate) -> float:
         """Seconds for one molecule: its conformer search plus two single points, quadratic in heavy atoms."""
-        mol = candidate.to_rdkit() if isinstance(candidate, Molecule) else None
-        n_heavy_atoms = mol.GetNumHeavyAtoms() if mol is not None else 0
+        n_heavy_atoms = heavy_atom_count(candidate)
         single_points = INTERCEPT_S + PER_HEAVY_ATOM_SQUARED_S * n_heavy_atoms**2
         return conformer_cost_s(candidate, self.parameters["n_conformers"]) + single_points
 
@@ -197,12 +191,3 @@ def _check_solvent(solvent: str, solvation_model: str) -> None:
             f"simulator 'xtb': tblite has no GFN2 {solvation_model.upper()} parameters for {solvent=} ({exc}); "
             f"use a named solvent such as 'water', 'octanol' or 'hexane'{also}"
         ) from exc
-
-
-def _tblite_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("tblite")
-    except PackageNotFoundError:
-        return "missing"

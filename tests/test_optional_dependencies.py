@@ -27,7 +27,7 @@ import simulators.dft as dft_rung
 import simulators.xtb as xtb_rung
 from orchestrator.ledger import Ledger
 from orchestrator.policy.planners.surrogate import GPSurrogate
-from simulators.executor import RayExecutor
+from simulators.executor_ray import RayExecutor
 from tests.conftest import FREESOLV_SPEC, ROOT
 from vocabulary.domain import MissingDependency, SetupError, import_optional
 

@@ -4,6 +4,7 @@
   errors every layer raises (``ClosedLoopError`` and its kin), plus ``import_optional`` for extras.
 - ``vocabulary.events``: the ledger's event types, one pydantic model per kind of step.
 - ``vocabulary.namespace``: the guard against another installed package using one of closedloop's top-level names.
+- ``vocabulary.plugins``: the rule every registry applies to the plug-ins that entry points list.
 
 Owns: plain data types and errors. May import: the standard library and third-party packages only, nothing of ours.
 Plug-in packages (simulators, instruments, rewards) import from here and from nowhere else in closedloop.

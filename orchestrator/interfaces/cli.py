@@ -1,8 +1,9 @@
-"""The ``closedloop`` command line (typer). Heavy imports happen inside the commands, so ``--help`` is fast."""
+"""The ``closedloop`` command line (typer): ``run``, ``simulate``, ``show`` and ``ls`` here, the other command groups in
+their own modules (``cli_serve``, ``cli_ledger``, ``cli_bench``, ``cli_rewards``), all registered on ``app``. Heavy
+imports happen inside the commands, so ``--help`` is fast."""
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from pathlib import Path
@@ -21,6 +22,14 @@ from orchestrator.interfaces.cli_common import (
     open_existing,
     out,
 )
+from orchestrator.interfaces.cli_ledger import ledger_app, replay, report
+from orchestrator.interfaces.cli_serve import (
+    dashboard,
+    env_app,
+    lab_app,
+    mcp_command,
+    worker,
+)
 from orchestrator.interfaces.event_text import describe_event
 from vocabulary.domain import ClosedLoopError
 
@@ -28,7 +37,6 @@ __all__ = ["app"]
 
 app = typer.Typer(help="closedloop: closed-loop lab science, from proposal to robot and back.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
-ledger_app = typer.Typer(help="Inspect and check campaign ledgers.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
 
 class _RedactingFilter(logging.Filter):
@@ -248,146 +256,12 @@ def _comparison_sentence(summary: dict[str, Any]) -> str:
             f"{after(summary['control_arm'])}; acceleration {summary['acceleration']:.2f}×.")
 
 
-@app.command()
-def worker(
-    db: DbOption = "closedloop.db",
-    campaign: Annotated[list[str] | None, typer.Option("--campaign", help="only this campaign (repeatable)")] = None,
-    worker_id: Annotated[str | None, typer.Option("--worker-id", help="a name for logs (default: host-pid)")] = None,
-    turn_steps: Annotated[int, typer.Option("--turn-steps", min=1, help="graph steps per turn before the lease is offered")] = 10,
-    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
-) -> None:
-    """Drive the running campaigns of a shared ledger, taking turns with other workers (no double dispatch)."""
-    from orchestrator.scale.workers import run_worker
-
-    try:
-        report = run_worker(db, worker_id=worker_id, campaign_ids=campaign or None, turn_steps=turn_steps)
-    except ClosedLoopError as exc:
-        fail(str(exc))
-    if as_json:
-        emit_json(report.as_dict())
-    else:
-        out.print(f"worker {report.worker_id}: {report.n_turns} turns, {report.n_steps} steps; finished "
-                  f"{report.campaigns_finished or 'none'}; waiting for a human: {report.campaigns_waiting or 'none'}")
-
-
-@app.command("mcp")
-def mcp_command(db: DbOption = "closedloop.db") -> None:
-    """Serve the campaigns of a ledger as MCP tools over stdio (list, start, resume, stop, timeline, approve, report).
-
-    Needs the mcp extra: pip install "closedloop\\[mcp]".
-    """
-    from orchestrator.interfaces.mcp_server import serve
-
-    serve(db)  # a missing mcp package escapes as one error line (cli_main)
-
-
-@app.command()
-def dashboard(
-    db: DbOption = "closedloop.db",
-    host: Annotated[str, typer.Option(help="interface to bind; another than loopback needs --token")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (0 picks a free one)")] = 8765,
-    token: Annotated[str | None, typer.Option(envvar="CLOSEDLOOP_DASHBOARD_TOKEN", show_envvar=True,
-                                              help="secret every request must carry (open the page once with ?token=...)")] = None,
-) -> None:
-    """Serve a live web view of a ledger's campaigns, with buttons to approve lab batches and decide on failed jobs.
-
-    Needs the dashboard extra: pip install "closedloop\\[dashboard]".
-    """
-    from orchestrator.interfaces.dashboard import serve
-
-    if "://" not in db and not Path(db).exists():
-        fail(f"no ledger database at {db}; run a campaign first or pass --db PATH")
-    try:
-        serve(db, host=host, port=port, token=token or None)
-    except ClosedLoopError as exc:
-        fail(str(exc))
-
-
-# --------------------------------------------------------------------------------------------------- lab
-lab_app = typer.Typer(help="Serve a lab over HTTP.", no_args_is_help=True)
+# --------------------------------------------------------------------------------------------------- serving (cli_serve)
+app.command()(worker)
+app.command("mcp")(mcp_command)
+app.command()(dashboard)
 app.add_typer(lab_app, name="lab")
-
-
-@lab_app.command("serve")
-def lab_serve(
-    host: Annotated[str, typer.Option(help="interface to bind; keep 127.0.0.1 unless you mean it")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (0 picks a free one)")] = 8000,
-    driver: Annotated[str, typer.Option("--driver", help="registered driver name")] = "simlab",
-    spec: Annotated[Path | None, typer.Option("--spec", help="serve the simulated lab of this campaign spec")] = None,
-    journal: Annotated[Path | None, typer.Option(help="SQLite journal, so a restarted server loses no job")] = None,
-    param: Annotated[list[str], typer.Option("--param", help="driver parameter KEY=VALUE (JSON values)")] = [],
-    seconds_per_sim_hour: Annotated[float, typer.Option(help="wall seconds per simulated lab hour")] = 0.01,
-    ssl_certfile: Annotated[Path | None, typer.Option("--ssl-certfile", help="serve HTTPS with this PEM certificate")] = None,
-    ssl_keyfile: Annotated[Path | None, typer.Option("--ssl-keyfile", help="the certificate's PEM private key")] = None,
-) -> None:
-    """Serve any registered driver over HTTP, with its OpenAPI spec at /openapi.json.
-
-    A bearer token is required when $CLOSEDLOOP_LAB_TOKEN is set; an interface other than loopback needs one.
-    """
-    import os
-
-    from instruments.server import TOKEN_ENV, build_driver, serve
-
-    params: dict[str, Any] = {}
-    for item in param:
-        key, sep, value = item.partition("=")
-        if not sep:
-            fail(f"--param {item!r} must look like KEY=VALUE, e.g. --param noise_sd=0.1")
-        try:
-            params[key] = json.loads(value)
-        except json.JSONDecodeError:
-            params[key] = value
-    try:
-        if spec is not None:
-            params = {**_simlab_params_for(spec), **params}
-        lab_driver = build_driver(driver, params)
-    except ClosedLoopError as exc:
-        fail(str(exc))
-    try:  # serve refuses a non-loopback host without a token before it binds anything
-        serve(lab_driver, host=host, port=port, token=os.environ.get(TOKEN_ENV) or None, journal_path=journal,
-              seconds_per_sim_hour=seconds_per_sim_hour, log_level="warning", ssl_certfile=ssl_certfile,
-              ssl_keyfile=ssl_keyfile)
-    except ClosedLoopError as exc:
-        fail(str(exc))
-
-
-def _simlab_params_for(spec_path: Path) -> dict[str, Any]:
-    """The simulated lab a campaign spec describes: its ground truth, noise and seed."""
-    from instruments import TableOracle
-    from orchestrator.space.pool import load_pool
-    from orchestrator.spec import load_spec
-
-    spec = load_spec(spec_path)
-    pool = load_pool(spec)
-    oracle = TableOracle(pool.column(spec.lab.oracle_column or "_oracle"), property=spec.objective.property)
-    return {"oracle": oracle, "noise_sd": spec.lab.noise_sd, "seed": spec.campaign.seed, **spec.lab.parameters}
-
-
-# --------------------------------------------------------------------------------------------------- env
-env_app = typer.Typer(help="Serve a campaign as an RL environment.", no_args_is_help=True)
 app.add_typer(env_app, name="env")
-
-
-@env_app.command("serve")
-def env_serve(
-    spec: Annotated[Path, typer.Argument(help="campaign TOML")],
-    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
-    n_offer: Annotated[int, typer.Option(help="candidates on offer per planning step")] = 16,
-    max_sessions: Annotated[int, typer.Option(help="concurrent WebSocket sessions (episodes)")] = 4,
-) -> None:
-    """Serve SPEC as an OpenEnv environment on 127.0.0.1 (/health, /schema, /reset, /step, /state, /ws).
-
-    Needs the openenv extra: pip install "closedloop\\[openenv]".
-    """
-    import uvicorn
-
-    from orchestrator.environment.openenv_env import build_app
-
-    try:
-        web_app = build_app(spec, n_offer=n_offer, max_concurrent_envs=max_sessions)
-    except ClosedLoopError as exc:
-        fail(str(exc))
-    uvicorn.run(web_app, host="127.0.0.1", port=port, log_level="warning")
 
 
 # --------------------------------------------------------------------------------------------------- simulate
@@ -481,151 +355,9 @@ def list_campaigns(
     out.print(table)
 
 
-# --------------------------------------------------------------------------------------------------- ledger
-@ledger_app.command("verify")
-def ledger_verify(
-    campaign_id: Annotated[str | None, typer.Argument(help="one campaign; all of them when omitted")] = None,
-    db: DbOption = "closedloop.db",
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Check each event against the hash chain, rebuild the projections from the events and compare; exit 1 if the
-    chain breaks or anything differs. Prints each campaign's head hash: keep it outside the ledger to prove later
-    that nothing was rewritten."""
-    from orchestrator.ledger import verify
-
-    ledger = ledger_with(db, campaign_id) if campaign_id else open_existing(db)
-    ids = [campaign_id] if campaign_id else ledger.campaign_ids_with_events()
-    reports = [verify(ledger, cid) for cid in ids]
-    if as_json:
-        emit_json([{"campaign_id": r.campaign_id, "identical": r.is_identical, "n_events": r.n_events,
-                     "head_hash": r.head_hash, "chain_break": r.chain_break, "notes": r.notes,
-                     "differences": r.differences} for r in reports])
-    else:
-        for r in reports:
-            mark = "[green]ok[/]" if r.is_identical else f"[red]{len(r.differences)} difference(s)[/]"
-            chain = f"[red]broken: {r.chain_break}[/]" if r.chain_break else f"[green]ok[/], head {r.head_hash}"
-            out.print(f"{r.campaign_id}: {r.n_events} events, hash chain {chain}, projections {mark}")
-            for note in r.notes:
-                out.print(f"  note: {note}")
-            for d in r.differences[:10]:
-                out.print(f"  {d['table']} {d['key']}: stored={d['stored']} rebuilt={d['rebuilt']}")
-    if not all(r.is_identical for r in reports):
-        raise typer.Exit(1)
-
-
-@ledger_app.command("export")
-def ledger_export(
-    campaign_id: Annotated[str, typer.Argument(help="campaign to export")],
-    db: DbOption = "closedloop.db",
-    out_path: Annotated[Path, typer.Option("--out", help="JSONL file to write")] = Path("campaign.jsonl"),
-) -> None:
-    """Write a campaign's events as JSONL, one schema-versioned event per line."""
-    from orchestrator.ledger import export_jsonl
-
-    n = export_jsonl(ledger_with(db, campaign_id), campaign_id, out_path)
-    out.print(f"{campaign_id}: {n} events written to {out_path}")
-
-
-@ledger_app.command("import")
-def ledger_import(
-    path: Annotated[Path, typer.Argument(help="JSONL file from `closedloop ledger export`")],
-    db: DbOption = "closedloop.db",
-    unverified: Annotated[bool, typer.Option(
-        "--unverified", help="accept an export written before exports carried a hash chain; the ledger records the "
-                             "import as unverified")] = False,
-) -> None:
-    """Read an exported campaign into a ledger. The file's hash chain must verify: a bad or altered file is refused
-    with its line number, and nothing is imported."""
-    from orchestrator.ledger import Ledger, LedgerError, LedgerImportError, import_jsonl
-
-    if not path.is_file():
-        fail(f"no file {path}; give the JSONL written by `closedloop ledger export`")
-    try:
-        report = import_jsonl(path, Ledger.open(db), unverified=unverified)
-    except (LedgerImportError, LedgerError) as exc:
-        fail(str(exc))
-    how = "hash chain verified" if report.is_verified else "[yellow]unverified[/] (no hash chain in the file)"
-    out.print(f"{report.campaign_id}: {report.n_added} events added, {report.n_present} already present; {how}")
-
-
-@app.command()
-def report(
-    campaign_id: Annotated[str, typer.Argument(help="campaign to report on")],
-    db: DbOption = "closedloop.db",
-    out_dir: Annotated[Path, typer.Option("--out", help="directory for index.html and the PNG plots")] = Path("report"),
-) -> None:
-    """Write an HTML report with plots: best so far, the ladder funnel, the lab Gantt, rewards over steps."""
-    from orchestrator.replay.report import write_report
-
-    index = write_report(ledger_with(db, campaign_id), campaign_id, out_dir)
-    out.print(f"report written to {index}")
-
-
-@app.command()
-def replay(
-    campaign_id: Annotated[str, typer.Argument(help="campaign to replay")],
-    db: DbOption = "closedloop.db",
-    planner: Annotated[str | None, typer.Option("--planner", help="what-if: re-run the decisions with this main arm (llm, bo, random)")] = None,
-    rubric: Annotated[str | None, typer.Option("--rubric", help="what-if: score with this rubric (a TOML file or a built-in name)")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="what-if: the llm arm's model (provider:model or .gguf)")] = None,
-    out_db: Annotated[str | None, typer.Option("--out-db", help="what-if: keep its ledger here (default: a temporary file)")] = None,
-    recorded_lab: Annotated[bool, typer.Option("--recorded-lab", help="what-if: reuse recorded results only, even from a simulated lab (others are unknown)")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
-) -> None:
-    """Exact replay (fold every event into a fresh database and prove the projections equal; exit 1 if not), or
-    with --planner/--rubric/--model a what-if replay on the recorded history, compared side by side."""
-    from orchestrator.ledger import verify
-
-    ledger = ledger_with(db, campaign_id)
-    if planner is not None or rubric is not None or model is not None:
-        _what_if(ledger, campaign_id, planner=planner, rubric=rubric, model=model, out_db=out_db,
-                 recorded_lab=recorded_lab, as_json=as_json)
-        return
-    report = verify(ledger, campaign_id)
-    if as_json:
-        emit_json({"identical": report.is_identical, "n_events": report.n_events, "differences": report.differences})
-    else:
-        verdict = "[green]identical[/]" if report.is_identical else f"[red]{len(report.differences)} difference(s)[/]"
-        out.print(f"{campaign_id}: replayed {report.n_events} events into a fresh database: {verdict}")
-    if not report.is_identical:
-        raise typer.Exit(1)
-
-
-def _what_if(ledger, campaign_id: str, *, planner, rubric, model, out_db, recorded_lab: bool, as_json: bool) -> None:
-    from orchestrator.replay.whatif import what_if
-
-    try:
-        result = what_if(ledger, campaign_id, planner=planner, rubric=rubric, model=model, out_db=out_db,
-                         recorded_lab=recorded_lab)
-    except ClosedLoopError as exc:
-        fail(str(exc))
-    if as_json:
-        emit_json(result)
-        return
-    table = Table(title=f"what-if replay of {campaign_id}")
-    for column in ("", "original", "what-if"):
-        table.add_column(column)
-    rewards = result["rewards"]
-    rows = [
-        ("main arm", result["planner"]["original"], result["planner"]["what_if"]),
-        ("rubric", result["rubric"]["original"], result["rubric"]["what_if"]),
-        ("proposals", result["proposals"]["n_original"], result["proposals"]["n_what_if"]),
-        ("lab experiments", result["lab_experiments"]["original"], result["lab_experiments"]["what_if"]),
-        ("mean trajectory reward", rewards["original"]["mean"], rewards["what_if"]["mean"]),
-        ("experiments to the best either found", result["experiments_to_best"]["original"],
-         result["experiments_to_best"]["what_if"]),
-        ("experiments to the original's best", result["experiments_to_original_best"]["original"],
-         result["experiments_to_original_best"]["what_if"]),
-    ]
-    for name, a, b in rows:
-        table.add_row(name, fmt(a), fmt(b))
-    out.print(table)
-    differ = result["proposals"]["differ_by_iteration"]
-    out.print(f"lab: {result['lab']}; {result['proposals']['n_common']} proposals in common; "
-              f"{len(differ)} iteration(s) with different proposals; {result['n_unknown']} unknown lab result(s)")
-    for row in differ[:10]:
-        out.print(f"  it{row['iteration']}: only original {row['only_original'][:4]}, only what-if {row['only_what_if'][:4]}")
-    out.print(f"what-if ledger: {result['what_if_db']} (campaign {result['what_if_campaign_id']})")
+# --------------------------------------------------------------------------------------------------- history (cli_ledger)
+app.command()(report)
+app.command()(replay)
 
 
 # Sub-commands that live in their own modules (they share cli_common's options and helpers, never this module's).

@@ -264,7 +264,8 @@ def load_pool(spec: CampaignSpec) -> Pool:
            tuple(_value_columns(spec).items()))
     if key in _CACHE:
         return _CACHE[key]
-    from orchestrator.space.compact import load_compact_pool, should_stream
+    from orchestrator.space.compact import should_stream
+    from orchestrator.space.compact_reading import load_compact_pool
 
     if should_stream(spec):
         _CACHE.clear()  # a streamed pool is large: keep one

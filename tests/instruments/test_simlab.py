@@ -18,7 +18,7 @@ from instruments import (
     SimLabDriver,
     TableOracle,
 )
-from instruments.simlab import TRANSFER_ROBOT
+from instruments.simlab_records import TRANSFER_ROBOT
 from instruments.testing import DriverContract
 from vocabulary.domain import Conditions, InstrumentFault, SetupError
 

@@ -14,7 +14,7 @@ from instruments import (
     SafetyEnvelope,
     SimLabDriver,
 )
-from instruments.simlab import TRANSFER_ROBOT
+from instruments.simlab_records import TRANSFER_ROBOT
 from vocabulary.domain import Conditions, SetupError
 
 ONE_EACH = {"synthesis": 1, "workup": 1, "characterisation": 1}

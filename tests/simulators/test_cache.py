@@ -12,7 +12,8 @@ import pytest
 
 from simulators.base import BaseSimulator
 from simulators.cache import CacheStats, SimulationCache, parameters_sha256
-from simulators.executor import LocalProcessExecutor, SerialExecutor
+from simulators.executor import SerialExecutor
+from simulators.executor_process import LocalProcessExecutor
 from simulators.table import TableSimulator
 from vocabulary.domain import (
     ConditionSpace,

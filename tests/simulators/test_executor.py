@@ -15,16 +15,14 @@ from pathlib import Path
 import pytest
 
 from simulators.base import BaseSimulator
-from simulators.executor import (
+from simulators.executor import Executor, SerialExecutor, make_executor
+from simulators.executor_batch import (
     TIMEOUT_REASON_PREFIX,
     WORKER_LOST_PREFIX,
-    Executor,
-    LocalProcessExecutor,
-    RayExecutor,
-    SerialExecutor,
     is_transient_failure,
-    make_executor,
 )
+from simulators.executor_process import LocalProcessExecutor
+from simulators.executor_ray import RayExecutor
 from vocabulary.domain import (
     ConditionSpace,
     Material,

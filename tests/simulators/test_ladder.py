@@ -9,7 +9,8 @@ import pytest
 
 from simulators.base import BaseSimulator
 from simulators.cache import SimulationCache
-from simulators.executor import TIMEOUT_REASON_PREFIX, LocalProcessExecutor
+from simulators.executor_batch import TIMEOUT_REASON_PREFIX
+from simulators.executor_process import LocalProcessExecutor
 from simulators.ladder import evaluate_rung
 from vocabulary.domain import ConditionSpace, Parameter, SetupError, SimulationFailed
 

@@ -8,7 +8,8 @@ those hyperparameters as plain floats. Every posterior, the fitted one included,
 ``GPSurrogate.from_hyperparameters`` reproduces a fitted surrogate's predictions bit for bit, and fantasies
 (Kriging-believer batches, pending experiments) reuse the hyperparameters without refitting.
 
-torch and pyro are imported inside the functions that need them, so importing this module stays cheap.
+The kernels live in ``gp_kernels`` and the hyperparameter fit in ``gp_fitting``. torch and pyro are imported inside
+the functions that need them, so importing this module stays cheap.
 
 Example:
     >>> import numpy as np
@@ -21,140 +22,29 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import math
-import random
 import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from vocabulary.domain import SetupError, import_optional
+from orchestrator.policy.planners.gp_fitting import optimise, stable_jitter
+from orchestrator.policy.planners.gp_kernels import (
+    KernelName,
+    freeze,
+    make_kernel,
+    require_torch_pyro,
+)
+from vocabulary.domain import SetupError
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["GPSurrogate", "KernelName", "PoolPosterior"]
-
-KernelName = Literal["matern52", "tanimoto"]
+__all__ = ["GPSurrogate", "PoolPosterior"]
 
 _SCHEMA_VERSION = 2  # 2: ``lengthscale`` may be a list (ARD); version 1 states (a scalar lengthscale) still load
 _READABLE_SCHEMA_VERSIONS = (1, 2)
-_NOISE_FLOOR = 1e-6  # in standardised y units; keeps K + noise·I well conditioned when y is nearly noiseless
-_JITTERS = (1e-6, 1e-5, 1e-4, 1e-3)
 _DEFAULT_NOISE = 1e-2
-_LEARNING_RATE = 0.05
-
-
-def _require_torch_pyro() -> tuple[Any, Any, Any]:
-    """Import torch, pyro and pyro.contrib.gp, or raise a SetupError with the install hint."""
-    torch = import_optional("torch", "bayes", "the bo planner")
-    pyro = import_optional("pyro", "bayes", "the bo planner")
-    gp = import_optional("pyro.contrib.gp", "bayes", "the bo planner")
-    return torch, pyro, gp
-
-
-# --------------------------------------------------------------------------------------------------- kernels
-_KERNEL_CLASSES: dict[str, type] = {}
-
-
-def _kernel_classes() -> dict[str, type]:
-    """Define the kernel classes on first use, so that defining them does not import pyro at module import."""
-    if _KERNEL_CLASSES:
-        return _KERNEL_CLASSES
-    torch, _, gp = _require_torch_pyro()
-    from torch.distributions import constraints
-
-    def cached(module, name: str, X, Z, compute):
-        # The parameter-free part of a kernel is computed once per (X, Z) pair of tensors, so a training step
-        # costs a Cholesky rather than an (n × n × n_features) product. Identity, not equality: tensors are
-        # never modified in place here, and the cache holds X and Z alive so their ids cannot be reused.
-        entry = module.__dict__.get(name)
-        if entry is not None and entry[0] is X and entry[1] is Z:
-            return entry[2]
-        value = compute(X, Z)
-        module.__dict__[name] = (X, Z, value)
-        return value
-
-    def slice_input(kernel, X):
-        # pyro copies X through fancy indexing even when every column is active; a 4000 × 1024 pool makes that
-        # the dominant cost of batch selection.
-        if X.dim() == 2 and X.size(1) == kernel.input_dim and kernel.active_dims == list(range(kernel.input_dim)):
-            return X
-        return gp.kernels.Kernel._slice_input(kernel, X)
-
-    class Matern52(gp.kernels.Matern52):
-        """pyro's Matern52 with cached squared distances for a scalar lengthscale, or one lengthscale per feature."""
-
-        _slice_input = slice_input
-
-        def _square_scaled_dist(self, X, Z=None):
-            if self.lengthscale.dim() == 0:
-                return cached(self, "_cached_square_dist", X, Z, self._sliced_square_dist) / self.lengthscale**2
-            # ARD: one lengthscale per feature, so the inputs are scaled before the distance (nothing to cache).
-            A = self._slice_input(X) / self.lengthscale
-            return self._square_dist(A, None if Z is None else self._slice_input(Z) / self.lengthscale)
-
-        def _sliced_square_dist(self, X, Z):
-            return self._square_dist(self._slice_input(X), None if Z is None else self._slice_input(Z))
-
-        def _square_dist(self, X, Z):
-            A = X
-            B = A if Z is None else Z
-            if A.size(1) != B.size(1):
-                raise ValueError("Inputs must have the same number of features.")
-            squared = (A * A).sum(1, keepdim=True) - 2 * A.matmul(B.t()) + (B * B).sum(1, keepdim=True).t()
-            return squared.clamp(min=0)
-
-    class Tanimoto(gp.kernels.Kernel):
-        r"""Tanimoto (Jaccard) kernel for non-negative features such as fingerprints.
-
-        ``k(x, z) = variance * <x, z> / (|x|^2 + |z|^2 - <x, z>)``, taken as ``variance`` when both are zero.
-        """
-
-        def __init__(self, input_dim: int, variance: torch.Tensor | None = None, active_dims=None):
-            super().__init__(input_dim, active_dims)
-            variance = torch.tensor(1.0) if variance is None else variance
-            self.variance = gp.parameterized.PyroParam(variance, constraints.positive)
-
-        _slice_input = slice_input
-
-        def forward(self, X, Z=None, diag=False):
-            if diag:
-                return self.variance.expand(X.size(0))
-            return self.variance * cached(self, "_cached_similarity", X, Z, self._similarity)
-
-        def _similarity(self, X, Z):
-            A = self._slice_input(X)
-            B = A if Z is None else self._slice_input(Z)
-            if A.size(1) != B.size(1):
-                raise ValueError("Inputs must have the same number of features.")
-            ab = A.matmul(B.t())
-            denominator = (A * A).sum(1, keepdim=True) + (B * B).sum(1, keepdim=True).t() - ab
-            is_empty = denominator <= 0  # two all-zero rows count as identical
-            return torch.where(is_empty, torch.ones_like(ab), ab / torch.where(is_empty, 1.0, denominator))
-
-    _KERNEL_CLASSES.update(matern52=Matern52, tanimoto=Tanimoto)
-    return _KERNEL_CLASSES
-
-
-def _make_kernel(kernel: KernelName, n_features: int, variance: float, lengthscale: float | None):
-    torch, _, _ = _require_torch_pyro()
-    variance_t = torch.tensor(variance, dtype=torch.float64)
-    if kernel == "matern52":
-        lengthscale_t = torch.tensor(lengthscale, dtype=torch.float64)
-        return _kernel_classes()["matern52"](input_dim=n_features, variance=variance_t, lengthscale=lengthscale_t)
-    if kernel == "tanimoto":
-        return _kernel_classes()["tanimoto"](input_dim=n_features, variance=variance_t)
-    raise SetupError(f"{kernel=} is not a known surrogate kernel; use 'matern52' or 'tanimoto'")
-
-
-def _freeze(module, name: str, value: float) -> None:
-    """Replace a PyroParam by a plain float64 tensor, so the value is used exactly (no constraint transform)."""
-    import torch
-
-    delattr(module, name)
-    setattr(module, name, torch.tensor(value, dtype=torch.float64))
 
 
 # --------------------------------------------------------------------------------------------------- checks
@@ -202,20 +92,20 @@ class GPSurrogate:
 
     def __init__(self, X: np.ndarray, y: np.ndarray, hyperparameters: dict[str, Any]):
         """Prefer :meth:`fit` or :meth:`from_hyperparameters`; this takes already validated inputs."""
-        torch, _, gp = _require_torch_pyro()
+        torch, _, gp = require_torch_pyro()
         self._X = X
         self._y = y
         self._hyperparameters = dict(hyperparameters)
         h = self._hyperparameters
         X_t = torch.as_tensor(X, dtype=torch.float64)
         y_t = (torch.as_tensor(y, dtype=torch.float64) - h["y_mean"]) / h["y_sd"]
-        kernel = _make_kernel(h["kernel"], X.shape[1], h["variance"], h.get("lengthscale"))
-        _freeze(kernel, "variance", h["variance"])
+        kernel = make_kernel(h["kernel"], X.shape[1], h["variance"], h.get("lengthscale"))
+        freeze(kernel, "variance", h["variance"])
         if h["kernel"] == "matern52":
-            _freeze(kernel, "lengthscale", h["lengthscale"])
+            freeze(kernel, "lengthscale", h["lengthscale"])
         model = gp.models.GPRegression(X_t, y_t, kernel, noise=torch.tensor(h["noise"], dtype=torch.float64))
-        _freeze(model, "noise", h["noise"])
-        model.jitter = _stable_jitter(kernel, X_t, h["noise"])
+        freeze(model, "noise", h["noise"])
+        model.jitter = stable_jitter(kernel, X_t, h["noise"])
         self._model = model
 
     # ----------------------------------------------------------------------------------------------- building
@@ -263,7 +153,7 @@ class GPSurrogate:
             >>> GPSurrogate.fit(X, np.array([0.0, 1.0, 0.0]), n_steps=20).hyperparameters["kernel"]
             'matern52'
         """
-        torch, pyro, gp = _require_torch_pyro()
+        torch, pyro, gp = require_torch_pyro()
         X = _as_features(X, "X")
         if X.shape[0] == 0:
             raise SetupError("the surrogate needs at least one observation; propose from another arm until then")
@@ -293,7 +183,7 @@ class GPSurrogate:
             if ard:
                 hyper["lengthscale"] = [hyper["lengthscale"]] * X.shape[1]
         if X.shape[0] >= 2 and not is_constant:
-            fitted = _optimise(torch, pyro, gp, X, (y - y_mean) / hyper["y_sd"], hyper, seed=seed, n_steps=n_steps,
+            fitted = optimise(torch, pyro, gp, X, (y - y_mean) / hyper["y_sd"], hyper, seed=seed, n_steps=n_steps,
                                optimizer=optimizer, priors=priors)
             if fitted is None:
                 warnings.warn(
@@ -389,7 +279,7 @@ class GPSurrogate:
             >>> [a.shape for a in surrogate.predict(np.zeros((3, 1)))]
             [(3,), (3,)]
         """
-        torch, _, _ = _require_torch_pyro()
+        torch, _, _ = require_torch_pyro()
         X = _as_features(X, "X", self.n_features)
         with torch.no_grad():
             loc, var = self._model(torch.as_tensor(X, dtype=torch.float64), full_cov=False, noiseless=True)
@@ -412,7 +302,7 @@ class GPSurrogate:
             >>> np.round(similarity, 3).tolist()
             [[1.0, 0.333], [0.333, 1.0]]
         """
-        torch, _, _ = _require_torch_pyro()
+        torch, _, _ = require_torch_pyro()
         A_t = torch.as_tensor(_as_features(A, "A", self.n_features), dtype=torch.float64)
         B_t = None if B is None else torch.as_tensor(_as_features(B, "B", self.n_features), dtype=torch.float64)
         with torch.no_grad():
@@ -443,142 +333,6 @@ class GPSurrogate:
         K = self._kernel(X_t).contiguous()
         K.view(-1)[:: X_t.size(0) + 1] += self._model.jitter + self._model.noise
         return torch.linalg.cholesky(K)
-
-
-def _stable_jitter(kernel, X_t: torch.Tensor, noise: float) -> float:
-    """Smallest jitter in ``_JITTERS`` for which K + (noise + jitter)·I has a Cholesky factor."""
-    import torch
-
-    with torch.no_grad():
-        K = kernel(X_t).contiguous()
-        for jitter in _JITTERS:
-            attempt = K.clone()
-            attempt.view(-1)[:: X_t.size(0) + 1] += jitter + noise
-            _, info = torch.linalg.cholesky_ex(attempt)
-            if int(info) == 0:
-                return jitter
-    raise SetupError(
-        f"the GP covariance is singular even with jitter {_JITTERS[-1]:g}; check for NaN-like or huge features"
-    )
-
-
-@contextlib.contextmanager
-def _restoring_global_rngs(torch):
-    """pyro.set_rng_seed reseeds Python's, NumPy's and torch's global generators; hand the callers theirs back."""
-    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    try:
-        yield
-    finally:
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        torch.set_rng_state(states[2])
-
-
-def _optimise(torch, pyro, gp, X: np.ndarray, y_std: np.ndarray, init: dict[str, Any], *, seed: int, n_steps: int,
-              optimizer: str = "adam", priors: bool = False):
-    """Maximise the marginal likelihood from ``init``; return the fitted floats, or None on numerical failure."""
-    with _restoring_global_rngs(torch):
-        return _optimise_seeded(torch, pyro, gp, X, y_std, init, seed=seed, n_steps=n_steps, optimizer=optimizer,
-                                priors=priors)
-
-
-def _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter: float, priors: bool = False):
-    """-log N(y | 0, K + (noise + jitter)·I) of pyro's ``GPRegression`` in closed form (it has no priors or latents).
-
-    With ``priors``, minus the log densities of the hyperparameter priors (up to constants) are added: the loss is
-    then the negative log posterior, whose minimum is the MAP estimate.
-    """
-    n = X_t.size(0)
-    K = model.kernel(X_t) + (model.noise + jitter) * torch.eye(n, dtype=X_t.dtype)
-    L = torch.linalg.cholesky(K)
-    alpha = torch.cholesky_solve(y_t[:, None], L)
-    loss = 0.5 * (y_t[:, None] * alpha).sum() + torch.log(torch.diagonal(L)).sum() + 0.5 * n * math.log(2 * math.pi)
-    if priors:
-        loss = loss + _negative_log_prior(torch, model, X_t.size(1))
-    return loss
-
-
-def _log_normal_nll(torch, value, loc: float, scale: float):
-    log_value = torch.log(value)
-    return (log_value + 0.5 * ((log_value - loc) / scale) ** 2).sum()
-
-
-def _negative_log_prior(torch, model, n_features: int):
-    """Hvarfner et al. (2024)'s priors, as BoTorch's defaults: LogNormal(√2 + ½ log d, √3) on each lengthscale,
-    LogNormal(-4, 1) on the noise; and LogNormal(0, 1) on the kernel variance (standardised y has variance 1)."""
-    loss = _log_normal_nll(torch, model.noise, -4.0, 1.0) + _log_normal_nll(torch, model.kernel.variance, 0.0, 1.0)
-    if hasattr(model.kernel, "lengthscale"):
-        loss = loss + _log_normal_nll(torch, model.kernel.lengthscale, math.sqrt(2) + 0.5 * math.log(n_features),
-                                      math.sqrt(3))
-    return loss
-
-
-def _train_lbfgs(torch, model, X_t, y_t, jitter: float, n_steps: int, priors: bool = False) -> list[float]:
-    optimizer = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=n_steps, line_search_fn="strong_wolfe",
-                                  tolerance_grad=1e-6, tolerance_change=1e-9)
-    losses: list[float] = []
-
-    def closure():
-        optimizer.zero_grad()
-        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter, priors)
-        loss.backward()
-        losses.append(float(loss.detach()))
-        return loss
-
-    optimizer.step(closure)
-    return losses
-
-
-def _train_adam(torch, model, X_t, y_t, jitter: float, n_steps: int, priors: bool = False) -> list[float]:
-    """The steps of ``pyro.contrib.gp.util.train`` on the same loss, without pyro's trace machinery (~15× faster)."""
-    adam = torch.optim.Adam(model.parameters(), lr=_LEARNING_RATE)
-    losses = []
-    for _ in range(n_steps):
-        adam.zero_grad()
-        loss = _negative_log_marginal_likelihood(torch, model, X_t, y_t, jitter, priors)
-        loss.backward()
-        adam.step()
-        losses.append(float(loss.detach()))
-    return losses
-
-
-def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int, optimizer: str = "adam",
-                     priors: bool = False):
-    from torch.distributions import constraints
-
-    for jitter in _JITTERS:
-        torch.manual_seed(seed)
-        pyro.set_rng_seed(seed)
-        pyro.clear_param_store()
-        X_t = torch.as_tensor(X, dtype=torch.float64)
-        y_t = torch.as_tensor(y_std, dtype=torch.float64)
-        kernel = _make_kernel(init["kernel"], X.shape[1], init["variance"], init.get("lengthscale"))
-        model = gp.models.GPRegression(X_t, y_t, kernel, jitter=jitter)
-        model.noise = gp.parameterized.PyroParam(
-            torch.tensor(init["noise"], dtype=torch.float64), constraints.greater_than(_NOISE_FLOOR)
-        )
-        try:
-            if optimizer == "lbfgs":
-                losses = _train_lbfgs(torch, model, X_t, y_t, jitter, n_steps, priors)
-            else:
-                losses = _train_adam(torch, model, X_t, y_t, jitter, n_steps, priors)
-        except (RuntimeError, ValueError):  # torch.linalg.LinAlgError is a RuntimeError
-            continue
-        if not all(math.isfinite(loss) for loss in losses):
-            continue
-        with torch.no_grad():
-            fitted = {"variance": float(kernel.variance), "noise": float(model.noise)}
-            if init["kernel"] == "matern52":
-                lengthscale = kernel.lengthscale
-                fitted["lengthscale"] = float(lengthscale) if lengthscale.dim() == 0 else lengthscale.tolist()
-        if all(math.isfinite(value) and value > 0 for value in np.ravel(list(_flat(fitted)))):
-            return fitted
-    return None
-
-
-def _flat(values: dict[str, Any]):
-    for value in values.values():
-        yield from (value if isinstance(value, list) else [value])
 
 
 def _check_hyperparameters(hyperparameters: dict[str, Any]) -> dict[str, Any]:

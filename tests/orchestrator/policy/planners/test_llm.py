@@ -18,14 +18,16 @@ from orchestrator.policy.planners import (
     make_planner,
 )
 from orchestrator.policy.planners.llm import (
-    InMemoryLLMRecorder,
-    LLMCallRecorder,
     LLMPlanner,
     ShuffledFeedbackLLMPlanner,
     shuffle_feedback,
 )
 from orchestrator.policy.planners.llm_models import call_metadata, load_chat_model
 from orchestrator.policy.planners.llm_prompt import MAX_PROMPT_CHARS, SYSTEM_PROMPT
+from orchestrator.policy.planners.llm_recording import (
+    InMemoryLLMRecorder,
+    LLMCallRecorder,
+)
 from orchestrator.policy.planners.llm_tools import PlanningTools
 from orchestrator.space.pool import describe, load_pool
 from orchestrator.spec import SpecError, load_spec, validate_spec
@@ -531,7 +533,7 @@ class ScriptedLocalModel:
 
 
 def test_a_local_model_gets_a_short_prompt_any_shortlist_id_at_every_pick_and_writes_its_hypothesis(warm_context):
-    from orchestrator.policy.planners.llm import LOCAL_PROMPT_CHARS
+    from orchestrator.policy.planners.llm_graph import LOCAL_PROMPT_CHARS
 
     model, seen = ScriptedLocalModel.make([json.dumps({"hypothesis": "small polar rings near the window",
                                                        "proposals": [{"candidate": "c00", "expected": 2.5},

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from orchestrator.policy.planners import PlanningContext, fit_surrogate_state
-from orchestrator.policy.planners.llm import InMemoryLLMRecorder, LLMPlanner
+from orchestrator.policy.planners.llm import LLMPlanner
 from orchestrator.policy.planners.llm_models import embedded_model_path, load_chat_model
 from orchestrator.policy.planners.llm_prompt import HYPOTHESIS_PATTERN, ProposalBatch
+from orchestrator.policy.planners.llm_recording import InMemoryLLMRecorder
 from orchestrator.space.pool import load_pool
 from orchestrator.spec import load_spec
 from tests.conftest import BUCHWALD_SPEC, FREESOLV_SPEC
