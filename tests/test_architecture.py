@@ -23,7 +23,7 @@ ENGINE_FLOORS = ("card", "ledger", "space", "policy", "loop", "replay", "environ
                  "interfaces")
 CARD = frozenset({"orchestrator.spec", "orchestrator.seeding", "orchestrator.planner_registry"})
 MAX_TOP_LEVEL_MODULES = 12
-MAX_MODULE_LINES = 800
+MAX_MODULE_LINES = 600
 
 
 def floor_of(module: str) -> str | None:
