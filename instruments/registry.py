@@ -9,12 +9,12 @@ Built-in drivers register the same way as third-party ones, in ``pyproject.toml`
 from __future__ import annotations
 
 import inspect
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import Any
 
 from instruments.base import InstrumentDriver
 from vocabulary.domain import SetupError
-from vocabulary.plugins import entry_points_by_name
+from vocabulary.plugins import entry_points, entry_points_by_name
 
 __all__ = ["ENTRY_POINT_GROUP", "available_drivers", "load_driver"]
 

@@ -8,12 +8,12 @@ Built-ins register there too (see pyproject.toml), so a third-party package adds
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import Any
 
 from simulators.base import Simulator
 from vocabulary.domain import SetupError
-from vocabulary.plugins import entry_points_by_name
+from vocabulary.plugins import entry_points, entry_points_by_name
 
 __all__ = ["ENTRY_POINT_GROUP", "available_simulators", "load_simulator"]
 

@@ -11,10 +11,28 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
+from functools import lru_cache
+from importlib import metadata
 from importlib.metadata import EntryPoint
 
-__all__ = ["entry_points_by_name"]
+__all__ = ["entry_points", "entry_points_by_name"]
+
+
+def entry_points(*, group: str) -> tuple[EntryPoint, ...]:
+    """``importlib.metadata.entry_points(group=group)``, read once per process and ``sys.path``.
+
+    Scanning every installed distribution's metadata costs tens of milliseconds, and a campaign looks its rungs and
+    its lab up at every start (an RL environment starts one per episode). A change of ``sys.path`` (a package
+    added to it) reads the metadata again; a package installed into a path already read is seen after a restart.
+    """
+    return _entry_points(group, tuple(sys.path))
+
+
+@lru_cache(maxsize=16)
+def _entry_points(group: str, path: tuple[str, ...]) -> tuple[EntryPoint, ...]:
+    return tuple(metadata.entry_points(group=group))
 
 
 def entry_points_by_name(found: Iterable[EntryPoint]) -> dict[str, list[EntryPoint]]:
