@@ -139,6 +139,10 @@ def env_serve(
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
     n_offer: Annotated[int, typer.Option(help="candidates on offer per planning step")] = 16,
     max_sessions: Annotated[int, typer.Option(help="concurrent WebSocket sessions (episodes)")] = 4,
+    success_bar: Annotated[float | None, typer.Option(
+        help="the value an episode must reach to succeed, in the objective's unit (default: the spec's "
+             "stop.threshold or target, else a quantile of the pool's known values); an open space with neither "
+             "needs it")] = None,
 ) -> None:
     """Serve SPEC as an OpenEnv environment on 127.0.0.1 (/health, /schema, /reset, /step, /state, /ws).
 
@@ -149,7 +153,8 @@ def env_serve(
     from orchestrator.environment.openenv_env import build_app
 
     try:
-        web_app = build_app(spec, n_offer=n_offer, max_concurrent_envs=max_sessions)
+        task = {"success_bar": success_bar} if success_bar is not None else {}
+        web_app = build_app(spec, n_offer=n_offer, max_concurrent_envs=max_sessions, **task)
     except ClosedLoopError as exc:
         fail(str(exc))
     uvicorn.run(web_app, host="127.0.0.1", port=port, log_level="warning")

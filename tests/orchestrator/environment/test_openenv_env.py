@@ -73,13 +73,20 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def open_server(tmp_path_factory):
+def open_server():
     """campaigns/open_logp (an open molecule space: new SMILES allowed), served the same way. Its lab's ground truth
-    is computed (an oracle simulator), so it has no known range to fix a success bar from and the spec is refused
-    without one; the copy adds ``[stop] threshold`` (logP 4), as a user serving it would."""
-    spec = tmp_path_factory.mktemp("open_logp") / "campaign.toml"
-    spec.write_text(OPEN_LOGP_SPEC.read_text() + "\n[stop]\nthreshold = 4.0\n")
-    yield from _serve(spec, "--n-offer", "4")
+    is computed (an oracle simulator), so it has no known range to fix a success bar from: the server takes one
+    (``--success-bar``, logP 4), as a user serving it would."""
+    yield from _serve(OPEN_LOGP_SPEC, "--n-offer", "4", "--success-bar", "4.0")
+
+
+def test_an_open_space_without_a_success_bar_is_refused_before_serving():
+    from typer.testing import CliRunner
+
+    from orchestrator.interfaces.cli import app
+
+    result = CliRunner().invoke(app, ["env", "serve", str(OPEN_LOGP_SPEC), "--port", str(_free_port())])
+    assert result.exit_code != 0 and "success" in result.output.lower(), result.output
 
 
 def test_an_episode_over_the_websocket_session_with_openenvs_client(server):
