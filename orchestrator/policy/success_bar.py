@@ -147,7 +147,7 @@ def fix_success_bar(spec: CampaignSpec, pool: Pool, *, history: Sequence[float] 
                               n_first_results=spec.planner.n_initial)
         raise SetupError("this campaign has no known range to fix a success bar from (no ground-truth column, no "
                          "imported history, no table proxy rung): set [stop] threshold in the spec or pass "
-                         "success_bar= to reset")
+                         "success_bar= to reset (closedloop env serve --success-bar)")
     u = float(np.quantile(np.asarray(reference), q))
     # back to the objective's unit (utility is the value for maximize, its negative for minimize)
     threshold = -u if objective.direction == "minimize" else u
