@@ -22,8 +22,9 @@ fetch only the rows that changed since it last looked.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from functools import cache
+import operator
+from collections.abc import Callable, Iterable
+from functools import cache, lru_cache
 from typing import Any
 
 from pydantic_core import PydanticUndefined
@@ -80,8 +81,16 @@ def row_defaults(table: type) -> Row:
     return out
 
 
+def _key_getter(names: tuple[str, ...]) -> Callable[[Row], tuple]:
+    """A C-level getter of a row's key tuple (``itemgetter`` of one name returns the item, not a tuple)."""
+    if len(names) == 1:
+        return lambda row, name=names[0]: (row[name],)
+    return operator.itemgetter(*names)
+
+
 _PK = {table: primary_key(table) for table in PROJECTION_TABLES}
 _DEFAULTS = {table: row_defaults(table) for table in PROJECTION_TABLES}
+_KEY = {table: _key_getter(_PK[table]) for table in PROJECTION_TABLES}
 
 
 class ProjectionBatch:
@@ -184,8 +193,11 @@ class ProjectionBatch:
         return row
 
     def _add(self, table: type, **values: Any) -> Row:
-        row = {**_DEFAULTS[table], **values}
-        return self._touch(table, tuple(row[name] for name in _PK[table]), row)
+        row = {**_DEFAULTS[table], **values, "updated_seq": self._seq}
+        key = _KEY[table](row)
+        self.rows[table][key] = row
+        self._changed[table].add(key)
+        return row
 
     def _set_candidate_status(self, candidate_id: str | None, status: str, **extra: Any) -> None:
         if candidate_id is None:
@@ -278,16 +290,22 @@ class ProjectionBatch:
             self._fetch_record_scores([payload.supersedes_seq])
             for key in self._record_scores[payload.supersedes_seq]:
                 self._supersede_score(key, seq)
-        is_provisional = isinstance(payload, RewardEstimated)
         keys = self._record_scores.setdefault(seq, [])
+        rows, changed, cid = self.rows[ScoreRow], self._changed[ScoreRow], self.campaign_id
+        # the columns every score of the record shares; one dict copy per score (the reward node writes many)
+        shared = {**_DEFAULTS[ScoreRow], "campaign_id": cid, "seq": seq, "iteration": payload.iteration,
+                  "rubric_id": payload.rubric_id, "rubric_version": payload.rubric_version,
+                  "is_provisional": isinstance(payload, RewardEstimated), "updated_seq": seq}
         for step in payload.steps:
+            stage, subject = step["stage"], step["subject"]
             for score in step.get("scores", ()):
-                row = self._add(ScoreRow, campaign_id=self.campaign_id, seq=seq, ordinal=len(keys),
-                                iteration=payload.iteration, stage=step["stage"], subject=step["subject"],
-                                rubric_id=payload.rubric_id, rubric_version=payload.rubric_version,
-                                criterion_id=score["criterion_id"], value=score["value"], weight=score["weight"],
-                                is_provisional=is_provisional)
-                keys.append((self.campaign_id, seq, row["ordinal"]))
+                key = (cid, seq, len(keys))
+                row = shared.copy()
+                row.update(ordinal=key[2], stage=stage, subject=subject, criterion_id=score["criterion_id"],
+                           value=score["value"], weight=score["weight"])
+                rows[key] = row
+                changed.add(key)
+                keys.append(key)
 
     def _fold_observed(self, seq: int, payload: Observed) -> None:
         cid = self.campaign_id
@@ -349,6 +367,13 @@ def _update_statement(table: type):
 def _utility(objective_json: str, value: float | None) -> float | None:
     if value is None:
         return None
+    direction, target = _objective(objective_json)
+    return objective_utility(direction, value, target)
+
+
+@lru_cache(maxsize=64)
+def _objective(objective_json: str) -> tuple[str, float | None]:
+    """(direction, target) of a campaign row's objective JSON (parsed once per text: every lab result asks)."""
     objective = json.loads(objective_json or "{}")
-    return objective_utility(objective.get("direction", "maximize"), value, objective.get("target"))
+    return objective.get("direction", "maximize"), objective.get("target")
 
