@@ -28,7 +28,6 @@ from functools import cache, lru_cache
 from typing import Any
 
 from pydantic_core import PydanticUndefined
-from sqlalchemy import and_, bindparam, insert, update
 from sqlalchemy.engine import Connection
 
 from orchestrator.ledger.driver import column_names, driver_read, row_dicts
@@ -330,38 +329,50 @@ class ProjectionBatch:
 
     # ----------------------------------------------------------------------------------------------- writing
     def write(self, connection: Connection | None = None) -> None:
-        """INSERT the new rows and UPDATE the changed stored ones, one executemany each per table."""
+        """INSERT the new rows and UPDATE the changed stored ones, one executemany each per table, on the driver's
+        cursor inside the caller's transaction (SQLAlchemy's per-row parameter processing cost more than the write;
+        these tables hold only text, numbers and booleans, which both drivers bind as they are)."""
         connection = connection or self.connection
-        for table in PROJECTION_TABLES:
-            changed = self._changed[table]
-            if not changed:
-                continue
-            stored = self._stored[table]
-            fresh = [self.rows[table][key] for key in changed if key not in stored]
-            updated = [self.rows[table][key] for key in changed if key in stored]
-            if fresh:
-                connection.execute(insert(table.__table__), fresh)
-            if updated:
-                connection.execute(_update_statement(table), [_pk_params(table, row) for row in updated])
-            stored.update(key for key in changed)
-            changed.clear()
+        is_postgres = connection.dialect.name == "postgresql"
+        cursor = None
+        try:
+            for table in PROJECTION_TABLES:
+                changed = self._changed[table]
+                if not changed:
+                    continue
+                if cursor is None:
+                    cursor = connection.connection.cursor()
+                stored, rows = self._stored[table], self.rows[table]
+                insert_sql, insert_values, update_sql, update_values = _write_statements(table, is_postgres)
+                fresh = [insert_values(rows[key]) for key in changed if key not in stored]
+                updated = [update_values(rows[key]) for key in changed if key in stored]
+                if fresh:
+                    cursor.executemany(insert_sql, fresh)
+                if updated:
+                    cursor.executemany(update_sql, updated)
+                stored.update(changed)
+                changed.clear()
+        finally:
+            if cursor is not None:
+                cursor.close()
 
     def final_rows(self) -> dict[type, dict[tuple, Row]]:
         """Every row that exists after the fold, by table and primary key (a replay's result)."""
         return {table: {k: r for k, r in rows.items() if r is not None} for table, rows in self.rows.items()}
 
 
-def _pk_params(table: type, row: Row) -> Row:
-    """Bind parameters of ``_update_statement``: ``pk_<column>`` for the key, ``v_<column>`` for the rest."""
-    return {(f"pk_{name}" if name in _PK[table] else f"v_{name}"): value for name, value in row.items()}
-
-
 @cache
-def _update_statement(table: type):
-    columns = table.__table__.c
-    where = and_(*(columns[name] == bindparam(f"pk_{name}") for name in _PK[table]))
-    values = {c.name: bindparam(f"v_{c.name}") for c in table.__table__.columns if c.name not in _PK[table]}
-    return update(table.__table__).where(where).values(values)
+def _write_statements(table: type, is_postgres: bool) -> tuple[str, Callable[[Row], tuple], str,
+                                                                Callable[[Row], tuple]]:
+    """(INSERT of every column, its values getter, UPDATE of the non-key columns by key, its values getter) of a
+    projection table, with the driver's placeholders (``?`` for sqlite3, ``%s`` for psycopg)."""
+    mark = "%s" if is_postgres else "?"
+    names = column_names(table)
+    values = [name for name in names if name not in _PK[table]]
+    insert_sql = f"INSERT INTO {table.__tablename__} ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))})"
+    update_sql = (f"UPDATE {table.__tablename__} SET {', '.join(f'{name} = {mark}' for name in values)} "
+                  f"WHERE {' AND '.join(f'{name} = {mark}' for name in _PK[table])}")
+    return insert_sql, operator.itemgetter(*names), update_sql, operator.itemgetter(*values, *_PK[table])
 
 
 def _utility(objective_json: str, value: float | None) -> float | None:
