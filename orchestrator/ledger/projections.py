@@ -22,12 +22,12 @@ fetch only the rows that changed since it last looked.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from functools import cache
+import operator
+from collections.abc import Callable, Iterable
+from functools import cache, lru_cache
 from typing import Any
 
 from pydantic_core import PydanticUndefined
-from sqlalchemy import and_, bindparam, insert, update
 from sqlalchemy.engine import Connection
 
 from orchestrator.ledger.driver import column_names, driver_read, row_dicts
@@ -80,8 +80,16 @@ def row_defaults(table: type) -> Row:
     return out
 
 
+def _key_getter(names: tuple[str, ...]) -> Callable[[Row], tuple]:
+    """A C-level getter of a row's key tuple (``itemgetter`` of one name returns the item, not a tuple)."""
+    if len(names) == 1:
+        return lambda row, name=names[0]: (row[name],)
+    return operator.itemgetter(*names)
+
+
 _PK = {table: primary_key(table) for table in PROJECTION_TABLES}
 _DEFAULTS = {table: row_defaults(table) for table in PROJECTION_TABLES}
+_KEY = {table: _key_getter(_PK[table]) for table in PROJECTION_TABLES}
 
 
 class ProjectionBatch:
@@ -184,8 +192,11 @@ class ProjectionBatch:
         return row
 
     def _add(self, table: type, **values: Any) -> Row:
-        row = {**_DEFAULTS[table], **values}
-        return self._touch(table, tuple(row[name] for name in _PK[table]), row)
+        row = {**_DEFAULTS[table], **values, "updated_seq": self._seq}
+        key = _KEY[table](row)
+        self.rows[table][key] = row
+        self._changed[table].add(key)
+        return row
 
     def _set_candidate_status(self, candidate_id: str | None, status: str, **extra: Any) -> None:
         if candidate_id is None:
@@ -278,16 +289,22 @@ class ProjectionBatch:
             self._fetch_record_scores([payload.supersedes_seq])
             for key in self._record_scores[payload.supersedes_seq]:
                 self._supersede_score(key, seq)
-        is_provisional = isinstance(payload, RewardEstimated)
         keys = self._record_scores.setdefault(seq, [])
+        rows, changed, cid = self.rows[ScoreRow], self._changed[ScoreRow], self.campaign_id
+        # the columns every score of the record shares; one dict copy per score (the reward node writes many)
+        shared = {**_DEFAULTS[ScoreRow], "campaign_id": cid, "seq": seq, "iteration": payload.iteration,
+                  "rubric_id": payload.rubric_id, "rubric_version": payload.rubric_version,
+                  "is_provisional": isinstance(payload, RewardEstimated), "updated_seq": seq}
         for step in payload.steps:
+            stage, subject = step["stage"], step["subject"]
             for score in step.get("scores", ()):
-                row = self._add(ScoreRow, campaign_id=self.campaign_id, seq=seq, ordinal=len(keys),
-                                iteration=payload.iteration, stage=step["stage"], subject=step["subject"],
-                                rubric_id=payload.rubric_id, rubric_version=payload.rubric_version,
-                                criterion_id=score["criterion_id"], value=score["value"], weight=score["weight"],
-                                is_provisional=is_provisional)
-                keys.append((self.campaign_id, seq, row["ordinal"]))
+                key = (cid, seq, len(keys))
+                row = shared.copy()
+                row.update(ordinal=key[2], stage=stage, subject=subject, criterion_id=score["criterion_id"],
+                           value=score["value"], weight=score["weight"])
+                rows[key] = row
+                changed.add(key)
+                keys.append(key)
 
     def _fold_observed(self, seq: int, payload: Observed) -> None:
         cid = self.campaign_id
@@ -312,43 +329,62 @@ class ProjectionBatch:
 
     # ----------------------------------------------------------------------------------------------- writing
     def write(self, connection: Connection | None = None) -> None:
-        """INSERT the new rows and UPDATE the changed stored ones, one executemany each per table."""
+        """INSERT the new rows and UPDATE the changed stored ones, one executemany each per table, on the driver's
+        cursor inside the caller's transaction (SQLAlchemy's per-row parameter processing cost more than the write;
+        these tables hold only text, numbers and booleans, which both drivers bind as they are)."""
         connection = connection or self.connection
-        for table in PROJECTION_TABLES:
-            changed = self._changed[table]
-            if not changed:
-                continue
-            stored = self._stored[table]
-            fresh = [self.rows[table][key] for key in changed if key not in stored]
-            updated = [self.rows[table][key] for key in changed if key in stored]
-            if fresh:
-                connection.execute(insert(table.__table__), fresh)
-            if updated:
-                connection.execute(_update_statement(table), [_pk_params(table, row) for row in updated])
-            stored.update(key for key in changed)
-            changed.clear()
+        is_postgres = connection.dialect.name == "postgresql"
+        cursor = None
+        try:
+            for table in PROJECTION_TABLES:
+                changed = self._changed[table]
+                if not changed:
+                    continue
+                if cursor is None:
+                    cursor = connection.connection.cursor()
+                stored, rows = self._stored[table], self.rows[table]
+                insert_sql, insert_values, update_sql, update_values = _write_statements(table, is_postgres)
+                fresh = [insert_values(rows[key]) for key in changed if key not in stored]
+                updated = [update_values(rows[key]) for key in changed if key in stored]
+                if fresh:
+                    cursor.executemany(insert_sql, fresh)
+                if updated:
+                    cursor.executemany(update_sql, updated)
+                stored.update(changed)
+                changed.clear()
+        finally:
+            if cursor is not None:
+                cursor.close()
 
     def final_rows(self) -> dict[type, dict[tuple, Row]]:
         """Every row that exists after the fold, by table and primary key (a replay's result)."""
         return {table: {k: r for k, r in rows.items() if r is not None} for table, rows in self.rows.items()}
 
 
-def _pk_params(table: type, row: Row) -> Row:
-    """Bind parameters of ``_update_statement``: ``pk_<column>`` for the key, ``v_<column>`` for the rest."""
-    return {(f"pk_{name}" if name in _PK[table] else f"v_{name}"): value for name, value in row.items()}
-
-
 @cache
-def _update_statement(table: type):
-    columns = table.__table__.c
-    where = and_(*(columns[name] == bindparam(f"pk_{name}") for name in _PK[table]))
-    values = {c.name: bindparam(f"v_{c.name}") for c in table.__table__.columns if c.name not in _PK[table]}
-    return update(table.__table__).where(where).values(values)
+def _write_statements(table: type, is_postgres: bool) -> tuple[str, Callable[[Row], tuple], str,
+                                                                Callable[[Row], tuple]]:
+    """(INSERT of every column, its values getter, UPDATE of the non-key columns by key, its values getter) of a
+    projection table, with the driver's placeholders (``?`` for sqlite3, ``%s`` for psycopg)."""
+    mark = "%s" if is_postgres else "?"
+    names = column_names(table)
+    values = [name for name in names if name not in _PK[table]]
+    insert_sql = f"INSERT INTO {table.__tablename__} ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))})"
+    update_sql = (f"UPDATE {table.__tablename__} SET {', '.join(f'{name} = {mark}' for name in values)} "
+                  f"WHERE {' AND '.join(f'{name} = {mark}' for name in _PK[table])}")
+    return insert_sql, operator.itemgetter(*names), update_sql, operator.itemgetter(*values, *_PK[table])
 
 
 def _utility(objective_json: str, value: float | None) -> float | None:
     if value is None:
         return None
+    direction, target = _objective(objective_json)
+    return objective_utility(direction, value, target)
+
+
+@lru_cache(maxsize=64)
+def _objective(objective_json: str) -> tuple[str, float | None]:
+    """(direction, target) of a campaign row's objective JSON (parsed once per text: every lab result asks)."""
     objective = json.loads(objective_json or "{}")
-    return objective_utility(objective.get("direction", "maximize"), value, objective.get("target"))
+    return objective.get("direction", "maximize"), objective.get("target")
 

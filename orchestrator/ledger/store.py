@@ -19,10 +19,12 @@ Example:
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import json
+import operator
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +67,13 @@ _EVENTS_BY_KEY_SQL = f"SELECT {_EVENT_SELECT} FROM event WHERE idempotency_key I
 def _stored_time(value: Any) -> datetime:
     """An event time as the driver returns it: a datetime (PostgreSQL) or SQLite's ISO text."""
     return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+@functools.cache
+def _row_key(table: type) -> Callable[[Any], tuple]:
+    """The primary key of a row view, as a tuple."""
+    positions = [column_names(table).index(c.name) for c in table.__table__.primary_key.columns]
+    return (lambda row, at=positions[0]: (row[at],)) if len(positions) == 1 else operator.itemgetter(*positions)
 
 
 def _changed_rows_sql(table: type) -> str:
@@ -196,7 +205,7 @@ class Ledger:
                 raise LedgerError(f"cannot open the ledger database {self.url}: {exc.orig or exc}") from None
         self._lock = threading.RLock()
         self._events: dict[tuple[str, str], _TypeCache] = {}
-        self._rows: dict[tuple[type, str], _RowCache] = {}
+        self._rows: dict[tuple[type, str, Any], _RowCache] = {}
 
     @property
     def url(self) -> str:
@@ -461,25 +470,38 @@ class Ledger:
         with Session(self.engine) as session:
             return list(session.exec(select(EventRow.campaign_id).distinct().order_by(EventRow.campaign_id)))
 
-    def rows(self, table: type, campaign_id: str) -> Sequence[Any]:
+    def rows(self, table: type, campaign_id: str, *, keep: Callable[[Any], bool] | None = None) -> Sequence[Any]:
         """All projection rows of one table for a campaign, in primary-key order (incrementally refreshed), as
-        read-only views (``ledger.driver.row_view``) in a tuple shared with the read cache."""
+        read-only views (``ledger.driver.row_view``) in a tuple shared with the read cache.
+
+        ``keep`` (a module-level function, so the same one each call) limits the rows to those it accepts, in a
+        cache of their own: a long campaign's reader that needs a few rows of a large table (the failed lab
+        results among every observation) holds only those, read by indexed range as the table changes.
+        """
         if table is CampaignRow:
             return self.stored_rows(table, campaign_id)
         with self._lock:
-            cache = self._rows.setdefault((table, campaign_id), _RowCache())
+            cache = self._rows.setdefault((table, campaign_id, keep), _RowCache())
             head = self.head_seq(campaign_id)
             if head == cache.head and cache.ordered is not None:
                 return cache.ordered
             cache.head = head
-            pk = [c.name for c in table.__table__.primary_key.columns]
+            key_of = _row_key(table)
             found = self._read(_changed_rows_sql(table), (campaign_id, cache.seen_seq))
             changed = row_views(table, found)
+            is_reordered = cache.ordered is None
             for row in changed:
-                cache.rows[tuple(getattr(row, name) for name in pk)] = row
                 cache.seen_seq = max(cache.seen_seq, row.updated_seq)
+                key = key_of(row)
+                if keep is None or keep(row):
+                    is_reordered = is_reordered or key not in cache.rows
+                    cache.rows[key] = row
+                elif cache.rows.pop(key, None) is not None:
+                    is_reordered = True
+            if is_reordered:
+                cache.rows = dict(sorted(cache.rows.items()))
             if changed or cache.ordered is None:
-                cache.ordered = tuple(cache.rows[k] for k in sorted(cache.rows))
+                cache.ordered = tuple(cache.rows.values())
             return cache.ordered
 
     def stored_rows(self, table: type, campaign_id: str) -> list:
@@ -492,8 +514,8 @@ class Ledger:
     def candidates(self, campaign_id: str) -> Sequence[Any]:
         return self.rows(CandidateRow, campaign_id)
 
-    def observations(self, campaign_id: str) -> Sequence[Any]:
-        return self.rows(ObservationRow, campaign_id)
+    def observations(self, campaign_id: str, *, keep: Callable[[Any], bool] | None = None) -> Sequence[Any]:
+        return self.rows(ObservationRow, campaign_id, keep=keep)
 
     def lab_jobs(self, campaign_id: str) -> Sequence[Any]:
         return self.rows(LabJobRow, campaign_id)

@@ -56,9 +56,24 @@ def rung_calibrations(ctx: CampaignContext) -> dict[str, RungCalibration]:
         seen = (surveyed[np.isfinite(surveyed)] if surveyed is not None
                 else np.asarray([x for x, _ in pairs], dtype=float))
         spread = float(np.std(seen)) if len(seen) > 1 and np.std(seen) > 0 else None
-        out[rung.name] = calibrate_rung(rung.name, pairs, spread=spread,
-                                        centre=float(np.mean(seen)) if len(seen) else 0.0)
+        out[rung.name] = _calibrated(ctx, rung.name, pairs, spread, float(np.mean(seen)) if len(seen) else 0.0)
     return out
+
+
+def _calibrated(ctx: CampaignContext, rung: str, pairs: list[tuple[float, float]], spread: float | None,
+                centre: float) -> RungCalibration:
+    """``calibrate_rung`` of these inputs, or the calibration the last call for this rung returned when its inputs
+    were the same: ``learn`` and the next iteration's ``screen`` ask with the same lab results, and the rank
+    correlation costs about a millisecond. One calibration per rung is kept, in the context's resources."""
+    memo = getattr(ctx, "resources", None)
+    memo = memo.setdefault("rung_calibrations", {}) if memo is not None else {}
+    inputs = (tuple(pairs), spread, centre)
+    found = memo.get(rung)
+    if found is not None and found[0] == inputs:
+        return found[1]
+    calibration = calibrate_rung(rung, pairs, spread=spread, centre=centre)
+    memo[rung] = (inputs, calibration)
+    return calibration
 
 
 def _latest_surrogate_state(ctx: CampaignContext) -> dict | None:

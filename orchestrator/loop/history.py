@@ -53,6 +53,12 @@ def lab_history(ctx: CampaignContext) -> LabHistory:
     return history
 
 
+def _is_failed_or_imported(observation) -> bool:
+    """The observations ``_lab_history`` reads: failed lab results (for their reasons) and imported past results.
+    A long campaign's read cache holds these, not every rung and lab result."""
+    return (observation.is_lab and observation.status == "failed") or observation.provenance == "imported"
+
+
 def _lab_history(ctx: CampaignContext) -> LabHistory:
     jobs = sorted(ctx.ledger.lab_jobs(ctx.campaign_id), key=lambda j: j.dispatched_seq)
     objective = ctx.spec.objective
@@ -61,7 +67,7 @@ def _lab_history(ctx: CampaignContext) -> LabHistory:
         n_by_arm[job.arm] = n_by_arm.get(job.arm, 0) + 1
     done = sorted((j for j in jobs if j.status == "done" and j.value is not None), key=lambda j: j.observed_seq)
     failed = sorted((j for j in jobs if j.status == "failed"), key=lambda j: j.observed_seq)
-    observations = ctx.ledger.observations(ctx.campaign_id)
+    observations = ctx.ledger.observations(ctx.campaign_id, keep=_is_failed_or_imported)
     reasons = {o.seq: o.reason for o in observations if o.is_lab and o.status == "failed"}
     # Past results imported from a CSV come first: the planner learns from them, the budget does not count them.
     imported = [(o.candidate_id, "imported", o.value, objective.utility(o.value))

@@ -8,6 +8,7 @@ import pytest
 
 from orchestrator.ledger import Ledger, verify
 from orchestrator.ledger.migrations import BASELINE, head_revision
+from orchestrator.ledger.tables import LabJobRow
 from tests.orchestrator.ledger.writers import (
     dispatched,
     observed,
@@ -63,6 +64,23 @@ def test_projection_reads_fetch_only_changed_rows(ledger):
     assert [j.job_key for j in jobs] == sorted(f"c/{i}" for i in range(100))
     assert {j.job_key: j.status for j in jobs}["c/7"] == "done"
     assert [j.job_key for j in ledger.lab_jobs("c") if j.status == "done"] == ["c/7"]
+
+
+def _is_open(job) -> bool:
+    return job.status == "dispatched"
+
+
+def test_a_filtered_read_holds_only_the_rows_it_keeps(ledger):
+    ledger.append("c", started(), key="s")
+    ledger.append_many("c", [(dispatched(i), f"d{i}") for i in range(5)])
+    ledger.append_many("c", [(observed(i), f"o{i}") for i in (1, 3)])
+    assert [j.job_key for j in ledger.rows(LabJobRow, "c", keep=_is_open)] == ["c/0", "c/2", "c/4"]
+    ledger.append("c", observed(4), key="o4")  # a kept row that stops matching leaves the filtered cache
+    ledger.append("c", dispatched(5), key="d5")
+    assert [j.job_key for j in ledger.rows(LabJobRow, "c", keep=_is_open)] == ["c/0", "c/2", "c/5"]
+    assert len(ledger._rows[(LabJobRow, "c", _is_open)].rows) == 3, "the filtered cache holds rows it does not keep"
+    assert [j.job_key for j in ledger.lab_jobs("c")] == [f"c/{i}" for i in range(6)]  # the full read is its own
+    assert ledger.rows(LabJobRow, "c")[1].arm is ledger.rows(LabJobRow, "c")[2].arm  # repeated text is shared
 
 
 def test_a_second_ledger_sees_what_another_writer_appended(tmp_path):
