@@ -118,7 +118,8 @@ class CampaignEnvironment(EnvironmentTools):
 
     Args:
         spec: a ``CampaignSpec`` or the path of a campaign TOML.
-        db: the ledger episodes are recorded in (``":memory:"`` by default; a path keeps them for export).
+        db: the ledger episodes are recorded in (``":memory:"`` by default; a path keeps them for export). It sets
+            when the episode's graph saves its checkpoint (``durability``).
         n_offer: candidates on offer per planning step (a seeded sample of the untested pool).
         invalid_penalty: what a refused action costs, on top of its (zero) shaping.
         max_steps: steps before an episode is truncated (default: four per lab experiment, plus 16).
@@ -131,6 +132,10 @@ class CampaignEnvironment(EnvironmentTools):
         self.base_spec = spec if isinstance(spec, CampaignSpec) else load_spec(spec)
         self.ledger = db if isinstance(db, Ledger) else Ledger.open(db)
         self._owns_ledger = not isinstance(db, Ledger)
+        self.durability = "exit" if self.ledger.url == "sqlite://" else "sync"
+        """LangGraph's durability for the episodes' campaigns: ``"exit"`` over an in-memory ledger, which no one can
+        resume after a crash, so a checkpoint is saved only when ``Campaign.run`` returns (at the plan interrupt, which
+        is all a step resumes from); ``"sync"`` over a file or PostgreSQL ledger, whose episodes can be resumed."""
         if n_offer < 1:
             raise SetupError(f"{n_offer=} must be at least 1")
         self.n_offer, self.invalid_penalty, self._max_steps = n_offer, float(invalid_penalty), max_steps
@@ -191,7 +196,7 @@ class CampaignEnvironment(EnvironmentTools):
         self.spec, self.bar = self.episode_spec(seed, task)
         self._fixed_offer = tuple(self._checked_offer(task.get("offer")))
         campaign_id = task.get("campaign_id") or f"env-{self.spec.campaign.name}-{uuid.uuid4().hex[:8]}"
-        self.campaign = Campaign.start(self.spec, db=self.ledger, campaign_id=campaign_id)
+        self.campaign = Campaign.start(self.spec, db=self.ledger, campaign_id=campaign_id, durability=self.durability)
         self._step, self._potential, self._return = 0, 0.0, 0.0
         self._read = _EpisodeRead(self._text)
         self._outside, self._tools = {}, None

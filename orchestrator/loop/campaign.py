@@ -27,9 +27,9 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from langgraph.types import Command
+from langgraph.types import Command, Durability
 
 from orchestrator.ledger import Ledger, check_sqlite_file
 from orchestrator.loop.context import CampaignContext, build_context
@@ -44,9 +44,18 @@ from orchestrator.spec import CampaignSpec
 from vocabulary.domain import SetupError, import_optional, redact
 from vocabulary.events import CampaignStarted, Observed
 
-__all__ = ["Campaign", "checkpoint_path"]
+__all__ = ["DURABILITIES", "Campaign", "checked_durability", "checkpoint_path"]
 
 _RECURSION_LIMIT = 1_000_000
+DURABILITIES: tuple[str, ...] = get_args(Durability)  # LangGraph's modes: "sync", "async", "exit"
+
+
+def checked_durability(durability: Any) -> Durability:
+    """``durability`` if it is one of LangGraph's modes, else a ``SetupError`` that names them."""
+    if durability not in DURABILITIES:
+        raise SetupError(f"{durability=} is not a LangGraph durability mode; use one of {', '.join(DURABILITIES)} "
+                         f"(\"sync\", the default, is the one a crashed campaign resumes from exactly)")
+    return durability
 
 
 def checkpoint_path(ledger: Ledger) -> Path | None:
@@ -124,7 +133,11 @@ class Campaign:
     """A running campaign: its ledger, its context and its compiled graph."""
 
     def __init__(self, ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, owns_ledger: bool = False,
-                 lease: CampaignLease | None = None):
+                 lease: CampaignLease | None = None, durability: Durability = "sync"):
+        self.durability: Durability = checked_durability(durability)
+        """When ``run`` saves LangGraph's checkpoint: ``"sync"`` (the default) before each next node, so a crashed
+        campaign resumes exactly; ``"async"`` while the next node runs; ``"exit"`` only when ``run`` returns (at an
+        interrupt, a stop or ``max_steps``). The cheaper two suit a ledger no one resumes, such as ``:memory:``."""
         self.ledger, self.campaign_id, self.spec = ledger, campaign_id, spec
         self._owns_ledger = owns_ledger
         self._lease = lease  # the lease this campaign took and releases on close (None: its caller holds one)
@@ -143,7 +156,8 @@ class Campaign:
     # ------------------------------------------------------------------------------------------- construction
     @classmethod
     def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None,
-              lease: CampaignLease | None = None, history: HistoryFile | None = None) -> Campaign:
+              lease: CampaignLease | None = None, history: HistoryFile | None = None,
+              durability: Durability = "sync") -> Campaign:
         """Record ``CampaignStarted`` and return a campaign ready to ``run``.
 
         The campaign takes its lease (``orchestrator.loop.lease``) unless the caller passes one it holds, and releases it
@@ -153,9 +167,13 @@ class Campaign:
         ``CampaignStarted``: a history that is refused, or an import that fails for any reason, leaves no campaign in
         the ledger. What was imported is ``campaign.imported``.
 
+        ``durability`` is when ``run`` saves LangGraph's checkpoint (``Campaign.durability``); it is checked before
+        the ledger is opened.
+
         The recorded spec has the credentials of its URLs (lab, model endpoint) redacted; this campaign keeps the
         real ones for its connections.
         """
+        checked_durability(durability)
         load_pool(spec)  # a bad pool is refused before the ledger is opened (the loaded pool is cached)
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
         campaign_id = campaign_id or f"{spec.campaign.name}-{uuid.uuid4().hex[:8]}"
@@ -167,7 +185,7 @@ class Campaign:
             taken = _take_lease(ledger, campaign_id, lease)
             if ledger.n_events(campaign_id):  # started by another process between the check and the lease
                 raise SetupError(f"campaign {campaign_id!r} was just started by another process in {ledger.url}")
-            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken)
+            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken, durability=durability)
         except BaseException:
             _give_up(ledger if owns else None, taken)
             raise
@@ -194,7 +212,7 @@ class Campaign:
 
     @classmethod
     def resume(cls, campaign_id: str, *, db: str | Path | Ledger, lease: CampaignLease | None = None,
-               **options: Any) -> Campaign:
+               durability: Durability = "sync", **options: Any) -> Campaign:
         """Re-open a campaign from its ledger; ``run()`` then continues from the last checkpoint.
 
         Like ``start``, it takes the campaign's lease unless given one, so a campaign another process is running is
@@ -202,8 +220,10 @@ class Campaign:
 
         ``options`` (``lab_budget``, ``seed``, ``planner``, ``lab_url``, ``model``) follow ``resume_policy``: a new
         lab budget is applied and recorded as ``LabBudgetChanged``, a different seed or planner is refused, and a
-        lab URL or model whose credentials the ledger redacted must be given again.
+        lab URL or model whose credentials the ledger redacted must be given again. ``durability`` is as for
+        ``start``.
         """
+        checked_durability(durability)
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
         taken = None
         try:
@@ -213,7 +233,7 @@ class Campaign:
             spec, budget_change = resume_spec(recorded, campaign_id=campaign_id,
                                               n_dispatched=len(ledger.lab_jobs(campaign_id)),
                                               is_stopped=row.status == "stopped", **options)
-            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken)
+            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken, durability=durability)
         except BaseException:
             _give_up(ledger if owns else None, taken)
             raise
@@ -268,7 +288,8 @@ class Campaign:
         else:
             graph_input = {"campaign_id": self.campaign_id, "iteration": 0, "is_done": False}
         n_steps = 0
-        for chunk in self.graph.stream(graph_input, self.config, stream_mode="updates", durability="sync"):
+        for chunk in self.graph.stream(graph_input, self.config, stream_mode="updates",
+                                       durability=self.durability):
             for node, update in chunk.items():
                 if node == "__interrupt__":
                     continue

@@ -164,3 +164,48 @@ def test_query_ledger_reports_the_episode_records_and_earns_nothing(buchwald_env
     assert lab["n_total"] == 1 and summary.reward == 0.0
     assert summary.observation.tool_result["best"]["value"] == lab["records"][0]["value"]
     assert buchwald_env.step({"type": "query_ledger", "what": "secrets"}).observation.error
+
+
+# ------------------------------------------------------------------------------------------------ durability
+def _seeded_episode(env, *, durability=None):
+    """One seeded episode with a fixed campaign id: (its events as (type, payload), its rewards, its checkpoints)."""
+    if durability is not None:
+        env.durability = durability
+    _, results = _run(env, _random, seed=3, batch_size=1, success_bar=101.0, campaign_id="durability")
+    campaign = env.campaign
+    n_checkpoints = len(list(campaign._checkpointer.list(campaign.config)))
+    # a judge call's latency_s is wall-clock time; everything else in a payload is the episode's own
+    events = [(e.type, {k: v for k, v in e.payload.items() if k != "latency_s"}) for e in env.ledger.events("durability")]
+    return events, [r.reward for r in results], n_checkpoints
+
+
+def test_an_in_memory_episode_saves_checkpoints_only_at_exit_and_records_what_sync_records():
+    spec = small_spec(BUCHWALD_SPEC, lab_experiments=4)
+    fast, slow = CampaignEnvironment(spec, n_offer=8), CampaignEnvironment(spec, n_offer=8)
+    try:
+        assert fast.durability == "exit"
+        fast_events, fast_rewards, fast_checkpoints = _seeded_episode(fast)
+        assert fast.campaign.durability == "exit"
+        slow_events, slow_rewards, slow_checkpoints = _seeded_episode(slow, durability="sync")
+        assert slow.campaign.durability == "sync"
+    finally:
+        fast.close()
+        slow.close()
+    assert len(fast_events) > 20 and [t for t, _ in fast_events] == [t for t, _ in slow_events]
+    assert fast_events == slow_events  # payloads too: ids and timestamps live outside them
+    assert fast_rewards == slow_rewards and len(fast_rewards) == 4
+    # one checkpoint per run (the reset's and each step's), not one per node
+    assert fast_checkpoints <= len(fast_rewards) + 2 < slow_checkpoints
+
+
+def test_a_file_backed_episode_keeps_sync_durability(tmp_path):
+    env = CampaignEnvironment(small_spec(BUCHWALD_SPEC, lab_experiments=2), db=tmp_path / "episodes.db", n_offer=8)
+    try:
+        assert env.durability == "sync"
+        env.reset(seed=0, batch_size=1, campaign_id="kept")
+        assert env.campaign.durability == "sync"
+        checkpoints = list(env.campaign._checkpointer.list(env.campaign.config))
+        assert len(checkpoints) > 2  # one per node that ran before the plan interrupt
+        assert (tmp_path / "episodes.db.checkpoints.sqlite").is_file()
+    finally:
+        env.close()

@@ -279,3 +279,36 @@ def test_no_surrogate_is_fitted_for_an_arm_without_lab_slots(tmp_path):
 
     assert models(0.0) == {"none"}
     assert any("refit" in m for m in models(0.5))
+
+
+def test_an_unknown_durability_is_refused_before_the_ledger_is_opened(tmp_path):
+    from vocabulary.domain import SetupError
+
+    with pytest.raises(SetupError, match="'eventually' is not a LangGraph durability mode; use one of sync, async, exit"):
+        Campaign.start(small_spec(lab_experiments=2), db=tmp_path / "never.db", durability="eventually")
+    assert not (tmp_path / "never.db").exists()
+    with pytest.raises(SetupError, match="durability mode"):
+        Campaign.resume("any", db=tmp_path / "never.db", durability="SYNC")
+    assert not (tmp_path / "never.db").exists()
+
+
+@pytest.mark.parametrize("durability", ["exit", "async"])
+def test_a_cheaper_durability_records_what_sync_records_and_still_stops_at_the_gate(durability):
+    """Over an in-memory ledger: the same events, an approval interrupt that waits and resumes, fewer checkpoints."""
+    spec = small_spec(lab_experiments=4, approval__policy="interrupt")
+    runs = {}
+    for mode in ("sync", durability):
+        with Campaign.start(spec, db=":memory:", campaign_id="gate", durability=mode) as campaign:
+            assert campaign.durability == mode
+            campaign.run()
+            n_interrupts = 0
+            while campaign.pending_interrupt is not None:
+                n_interrupts += 1
+                campaign.run(approval=True)
+            assert campaign.is_finished and n_interrupts >= 1
+            events = [(e.type, {k: v for k, v in e.payload.items() if k != "latency_s"})
+                      for e in campaign.ledger.events("gate")]
+            runs[mode] = events, len(list(campaign._checkpointer.list(campaign.config)))
+    assert runs[durability][0] == runs["sync"][0]
+    if durability == "exit":  # one checkpoint per run() call, not one per node
+        assert runs["exit"][1] <= n_interrupts + 1 < runs["sync"][1]
