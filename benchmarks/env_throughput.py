@@ -20,7 +20,8 @@ Modes: ``single`` steps one ``CampaignGymEnv`` in this process; ``vector`` steps
 over ``--n-envs`` environments, each in its own process with its own in-memory ledger (same-step autoreset, so a
 reset is paid inside the step that ends an episode). Each mode first runs one warm-up episode per environment
 (imports, the first surrogate fit), timed apart; the measured phase then runs ``--episodes`` more per
-environment. ``steps/s`` counts the measured phase's steps over its wall time, resets included; per core divides by
+environment. Every environment here has an in-memory ledger, so its campaigns save LangGraph's checkpoint only
+when ``Campaign.run`` returns (``durability="exit"``, ``CampaignEnvironment.durability``). ``steps/s`` counts the measured phase's steps over its wall time, resets included; per core divides by
 the processes stepping (``min(n_envs, cores)``). ``--profile`` adds a cProfile of one warm freesolv episode.
 
 Run from the repository root::
@@ -284,6 +285,7 @@ _PARTS = {
     ("ledger/store.py", "_read"): "ledger reads",
     ("policy/planners/surrogate.py", "fit"): "GP fits",
     ("policy/planners/surrogate.py", "from_hyperparameters"): "GP rebuilds from hyperparameters",
+    ("langgraph/pregel/_loop.py", "_put_checkpoint"): "LangGraph checkpoints (made each step; saved per durability)",
 }
 
 
