@@ -7,7 +7,9 @@ the next completion; a real lab is polled. A failed job is recorded as failed wi
 
 from __future__ import annotations
 
+from orchestrator.ledger import LabJobRow
 from orchestrator.loop.context import CampaignContext
+from orchestrator.loop.history import is_open_job
 from orchestrator.loop.jobs import make_job
 from orchestrator.loop.lab_clock import (
     TERMINAL_STATES,
@@ -51,8 +53,7 @@ def _open_handles(ctx: CampaignContext, open_jobs) -> list:
 
 def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
-    open_jobs = sorted((j for j in ctx.ledger.lab_jobs(ctx.campaign_id) if j.status == "dispatched"),
-                       key=lambda j: j.dispatched_seq)
+    open_jobs = sorted(ctx.ledger.rows(LabJobRow, ctx.campaign_id, keep=is_open_job), key=lambda j: j.dispatched_seq)
     handles = _open_handles(ctx, open_jobs)
     last = ctx.ledger.last_event(ctx.campaign_id, Observed.type)  # results are appended in iteration order
     already = last is not None and last.payload.get("observe_iteration") == iteration
