@@ -76,4 +76,10 @@ def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     # One transaction for the round's results: a crash before it leaves them all with the lab, which a resumed
     # node reads again (``result`` is idempotent); a crash after it finds them recorded and does not wait again.
     ctx.ledger.append_many(ctx.campaign_id, items, actor=ctx.driver.name)
+    # A recorded job is never asked again (a cancel resubmits, idempotently), so its kept handle can go: the
+    # handles held are the open jobs', not every job's of a long campaign.
+    kept = ctx.resources.get("lab_handles")
+    if kept:
+        for payload, _ in items:
+            kept.pop(payload.job_key, None)
     return {}

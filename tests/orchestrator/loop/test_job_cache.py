@@ -13,11 +13,13 @@ def test_the_loop_caches_open_jobs_not_every_job(tmp_path):
     batch, n_experiments = 10, 60
     spec = soak_spec(n_experiments, batch, tmp_path)
     held: list[dict] = []
+    n_handles: list[int] = []
     with Campaign.start(spec, db=tmp_path / "soak.db", campaign_id="soak") as campaign:
         ledger = campaign.ledger
 
         def on_step(node: str, _update: dict) -> None:
             held.append(ledger.n_cached_rows(LabJobRow, "soak"))
+            n_handles.append(len(campaign.ctx.resources.get("lab_handles", {})))
 
         campaign.run(on_step=on_step)
         assert ledger.campaign("soak").n_lab == n_experiments
@@ -25,6 +27,7 @@ def test_the_loop_caches_open_jobs_not_every_job(tmp_path):
     assert during, "the loop read no lab jobs through the cache"
     assert all(None not in h for h in during), "a node read every lab job into the cache"
     assert max(n for h in during for n in h.values()) <= batch, during
+    assert 0 < max(n_handles) <= batch, n_handles  # the simulated lab's handles the loop keeps: open jobs only
 
 
 def test_the_folded_history_matches_the_history_from_every_job(tmp_path):
