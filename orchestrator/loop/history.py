@@ -95,7 +95,7 @@ class _LabJobFold:
         self.tested: set[str] = set()
         self.n_dispatched = 0
         self.n_by_arm: dict[str, int] = {}
-        self.done: list[tuple[str, str, float]] = []
+        self.done: list[tuple[str, str, float, float]] = []
         self.done_iterations: list[int] = []
         self.done_dispatched_seqs: list[int] = []
         self.failed: list[tuple[str, str, str, int]] = []
@@ -104,6 +104,7 @@ class _LabJobFold:
         self.last_s: float | None = None
 
     def update(self, ctx: CampaignContext) -> None:
+        utility = ctx.spec.objective.utility
         for job in ctx.ledger.changed_rows(LabJobRow, ctx.campaign_id, self.seen_seq):
             self.seen_seq = max(self.seen_seq, job.updated_seq)
             is_new = self.open.pop(job.job_key, None) is None
@@ -121,7 +122,8 @@ class _LabJobFold:
             if job.completed_s is not None:
                 self._see_time(job.completed_s)
             if job.status == "done" and job.value is not None:
-                self.done.append((job.candidate_id, job.arm, job.value))
+                # one tuple per result, shared by every LabHistory built from here on
+                self.done.append((job.candidate_id, job.arm, job.value, utility(job.value)))
                 self.done_iterations.append(job.iteration)
                 self.done_dispatched_seqs.append(job.dispatched_seq)
             elif job.status == "failed":
@@ -142,7 +144,7 @@ class _LabJobFold:
         return LabHistory(
             tested=frozenset(self.tested) | {r[0] for r in imported},
             pending=tuple(j.candidate_id for j in pending),
-            results=tuple(imported) + tuple((c, arm, v, objective.utility(v)) for c, arm, v in self.done),
+            results=tuple(imported) + tuple(self.done),
             failures=tuple((key, c, arm, reasons.get(seq) or "") for key, c, arm, seq in self.failed),
             n_dispatched=self.n_dispatched,
             n_by_arm=dict(self.n_by_arm),
