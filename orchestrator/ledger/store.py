@@ -504,6 +504,31 @@ class Ledger:
                 cache.ordered = tuple(cache.rows.values())
             return cache.ordered
 
+    def n_cached_rows(self, table: type, campaign_id: str) -> dict[str | None, int]:
+        """How many rows of one table the read cache holds for a campaign, by ``keep`` filter name (None: the
+        cache of every row): what a long campaign keeps in memory."""
+        with self._lock:
+            return {getattr(keep, "__name__", None) if keep else None: len(cache.rows)
+                    for (t, cid, keep), cache in self._rows.items() if t is table and cid == campaign_id}
+
+    def changed_rows(self, table: type, campaign_id: str, after_seq: int) -> list[Any]:
+        """Rows of one projection table that an event after ``after_seq`` changed, in the order they changed, read
+        by indexed range and not cached: a reader that folds a table as it grows (``loop.history``) keeps only what
+        it needs."""
+        return sorted(row_views(table, self._read(_changed_rows_sql(table), (campaign_id, after_seq))),
+                      key=operator.attrgetter("updated_seq"))
+
+    def dispatched_keys(self, campaign_id: str, job_keys: Iterable[str]) -> set[str]:
+        """Which of ``job_keys`` have a lab job (dispatched, whatever became of it), by primary-key lookups."""
+        keys = list(dict.fromkeys(job_keys))
+        found: set[str] = set()
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            sql = (f"SELECT job_key FROM {LabJobRow.__tablename__} WHERE campaign_id = ? "
+                   f"AND job_key IN ({', '.join('?' * len(chunk))})")
+            found.update(r[0] for r in self._read(sql, (campaign_id, *chunk)))
+        return found
+
     def stored_rows(self, table: type, campaign_id: str) -> list:
         """Projection rows read straight from the database, bypassing the read cache (``verify`` uses this)."""
         with Session(self.engine) as session:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orchestrator.ledger import LabJobRow
 from orchestrator.loop.context import CampaignContext
 from vocabulary.events import EVENT_TYPES, EventPayload, FailureHandled
 
-__all__ = ["LabHistory", "iteration_payloads", "lab_history", "pending_retries"]
+__all__ = ["LabHistory", "is_failed_job", "is_open_job", "iteration_payloads", "lab_history", "pending_retries"]
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,8 @@ class LabHistory:
     ``iterations`` the iteration each of them was dispatched in and ``dispatched_seqs`` the ledger sequence of its
     dispatch (-1 for an imported past result); ``failures``
     holds (job key, candidate id, arm, reason) of failed ones. ``tested`` are candidates with at least one job;
-    ``pending`` candidates have a job in the lab now.
+    ``pending`` candidates have a job in the lab now. ``last_dispatch_iteration`` is the latest iteration that
+    dispatched a job (-1 before any), ``lab_time_s`` the lab time used, seconds (``lab_clock.lab_time_s``).
     """
 
     tested: frozenset[str]
@@ -29,6 +31,8 @@ class LabHistory:
     n_by_arm: dict[str, int] = field(default_factory=dict)
     iterations: tuple[int, ...] = ()
     dispatched_seqs: tuple[int, ...] = ()
+    last_dispatch_iteration: int = -1
+    lab_time_s: float = 0.0
 
     @property
     def best(self) -> tuple[str, str, float, float] | None:
@@ -47,7 +51,13 @@ def lab_history(ctx: CampaignContext) -> LabHistory:
     cached = resources.get("lab_history") if resources is not None else None
     if cached is not None and cached[0] == head:
         return cached[1]
-    history = _lab_history(ctx)
+    fold = resources.get("lab_job_fold") if resources is not None else None
+    if fold is None:
+        fold = _LabJobFold()
+        if resources is not None:
+            resources["lab_job_fold"] = fold
+    fold.update(ctx)
+    history = fold.history(ctx)
     if resources is not None:
         resources["lab_history"] = (head, history)
     return history
@@ -59,30 +69,90 @@ def _is_failed_or_imported(observation) -> bool:
     return (observation.is_lab and observation.status == "failed") or observation.provenance == "imported"
 
 
-def _lab_history(ctx: CampaignContext) -> LabHistory:
-    jobs = sorted(ctx.ledger.lab_jobs(ctx.campaign_id), key=lambda j: j.dispatched_seq)
-    objective = ctx.spec.objective
-    n_by_arm: dict[str, int] = {}
-    for job in jobs:
-        n_by_arm[job.arm] = n_by_arm.get(job.arm, 0) + 1
-    done = sorted((j for j in jobs if j.status == "done" and j.value is not None), key=lambda j: j.observed_seq)
-    failed = sorted((j for j in jobs if j.status == "failed"), key=lambda j: j.observed_seq)
-    observations = ctx.ledger.observations(ctx.campaign_id, keep=_is_failed_or_imported)
-    reasons = {o.seq: o.reason for o in observations if o.is_lab and o.status == "failed"}
-    # Past results imported from a CSV come first: the planner learns from them, the budget does not count them.
-    imported = [(o.candidate_id, "imported", o.value, objective.utility(o.value))
-                for o in sorted(observations, key=lambda o: o.seq)
-                if o.provenance == "imported" and o.status == "ok" and o.value is not None]
-    return LabHistory(
-        tested=frozenset(j.candidate_id for j in jobs) | {r[0] for r in imported},
-        pending=tuple(j.candidate_id for j in jobs if j.status == "dispatched"),
-        results=tuple(imported) + tuple((j.candidate_id, j.arm, j.value, objective.utility(j.value)) for j in done),
-        failures=tuple((j.job_key, j.candidate_id, j.arm, reasons.get(j.observed_seq) or "") for j in failed),
-        n_dispatched=len(jobs),
-        n_by_arm=n_by_arm,
-        iterations=tuple(-1 for _ in imported) + tuple(j.iteration for j in done),
-        dispatched_seqs=tuple(-1 for _ in imported) + tuple(j.dispatched_seq for j in done),
-    )
+def is_open_job(job) -> bool:
+    """A lab job still in the lab: the ``keep`` filter of the readers that need only these (observe, decide's
+    cancel), so their read cache holds the open jobs, not every job of a long campaign."""
+    return job.status == "dispatched"
+
+
+def is_failed_job(job) -> bool:
+    """A lab job whose result failed (recover's ``keep`` filter)."""
+    return job.status == "failed"
+
+
+class _LabJobFold:
+    """``LabHistory``'s inputs folded from the lab-job rows as they change (``Ledger.changed_rows``), so the
+    loop holds a few numbers per finished job instead of every job's row.
+
+    A job's row is written twice at most: when it is dispatched and when its result is observed (its
+    ``updated_seq`` is then its ``observed_seq``), so rows read in the order they changed give the results in
+    the order they were observed.
+    """
+
+    def __init__(self) -> None:
+        self.seen_seq = 0
+        self.open: dict[str, object] = {}
+        self.tested: set[str] = set()
+        self.n_dispatched = 0
+        self.n_by_arm: dict[str, int] = {}
+        self.done: list[tuple[str, str, float, float]] = []
+        self.done_iterations: list[int] = []
+        self.done_dispatched_seqs: list[int] = []
+        self.failed: list[tuple[str, str, str, int]] = []
+        self.last_dispatch_iteration = -1
+        self.first_submitted_s: float | None = None
+        self.last_s: float | None = None
+
+    def update(self, ctx: CampaignContext) -> None:
+        utility = ctx.spec.objective.utility
+        for job in ctx.ledger.changed_rows(LabJobRow, ctx.campaign_id, self.seen_seq):
+            self.seen_seq = max(self.seen_seq, job.updated_seq)
+            is_new = self.open.pop(job.job_key, None) is None
+            if is_new:
+                self.tested.add(job.candidate_id)
+                self.n_dispatched += 1
+                self.n_by_arm[job.arm] = self.n_by_arm.get(job.arm, 0) + 1
+                self.last_dispatch_iteration = max(self.last_dispatch_iteration, job.iteration)
+                self.first_submitted_s = (job.submitted_s if self.first_submitted_s is None
+                                          else min(self.first_submitted_s, job.submitted_s))
+                self._see_time(job.submitted_s)
+            if job.status == "dispatched":
+                self.open[job.job_key] = job
+                continue
+            if job.completed_s is not None:
+                self._see_time(job.completed_s)
+            if job.status == "done" and job.value is not None:
+                # one tuple per result, shared by every LabHistory built from here on
+                self.done.append((job.candidate_id, job.arm, job.value, utility(job.value)))
+                self.done_iterations.append(job.iteration)
+                self.done_dispatched_seqs.append(job.dispatched_seq)
+            elif job.status == "failed":
+                self.failed.append((job.job_key, job.candidate_id, job.arm, job.observed_seq))
+
+    def _see_time(self, at_s: float) -> None:
+        self.last_s = at_s if self.last_s is None else max(self.last_s, at_s)
+
+    def history(self, ctx: CampaignContext) -> LabHistory:
+        objective = ctx.spec.objective
+        observations = ctx.ledger.observations(ctx.campaign_id, keep=_is_failed_or_imported)
+        reasons = {o.seq: o.reason for o in observations if o.is_lab and o.status == "failed"}
+        # Past results imported from a CSV come first: the planner learns from them, the budget does not count them.
+        imported = [(o.candidate_id, "imported", o.value, objective.utility(o.value))
+                    for o in sorted(observations, key=lambda o: o.seq)
+                    if o.provenance == "imported" and o.status == "ok" and o.value is not None]
+        pending = sorted(self.open.values(), key=lambda j: j.dispatched_seq)
+        return LabHistory(
+            tested=frozenset(self.tested) | {r[0] for r in imported},
+            pending=tuple(j.candidate_id for j in pending),
+            results=tuple(imported) + tuple(self.done),
+            failures=tuple((key, c, arm, reasons.get(seq) or "") for key, c, arm, seq in self.failed),
+            n_dispatched=self.n_dispatched,
+            n_by_arm=dict(self.n_by_arm),
+            iterations=tuple(-1 for _ in imported) + tuple(self.done_iterations),
+            dispatched_seqs=tuple(-1 for _ in imported) + tuple(self.done_dispatched_seqs),
+            last_dispatch_iteration=self.last_dispatch_iteration,
+            lab_time_s=0.0 if self.first_submitted_s is None else self.last_s - self.first_submitted_s,
+        )
 
 
 def pending_retries(ctx: CampaignContext) -> list[FailureHandled]:
@@ -100,8 +170,8 @@ def pending_retries(ctx: CampaignContext) -> list[FailureHandled]:
 
 
 def _pending_retries(ctx: CampaignContext) -> list[FailureHandled]:
-    dispatched = {j.job_key for j in ctx.ledger.lab_jobs(ctx.campaign_id)}
     handled = [e.typed() for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])]
+    dispatched = ctx.ledger.dispatched_keys(ctx.campaign_id, (h.retry_key for h in handled if h.action == "retry"))
     withdrawn = {h.job_key for h in handled if h.action != "retry"}
     withdrawn |= {e.payload["raw"] for e in ctx.ledger.events(ctx.campaign_id, types=["Rejected"])
                   if e.payload["stage"] == "dispatch"}

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from collections import Counter
 
+from orchestrator.ledger import LabJobRow
 from orchestrator.loop.context import CampaignContext
-from orchestrator.loop.history import LabHistory, lab_history, pending_retries
+from orchestrator.loop.history import (
+    LabHistory,
+    is_open_job,
+    lab_history,
+    pending_retries,
+)
 from orchestrator.loop.jobs import parse_job_key
-from orchestrator.loop.lab_clock import lab_now, lab_time_s
+from orchestrator.loop.lab_clock import lab_now
 from orchestrator.loop.state import CampaignState
 from vocabulary.events import CampaignStopped, FailureHandled, Observed
 
@@ -59,7 +65,7 @@ def stop_reason(ctx: CampaignContext, iteration: int, history: LabHistory) -> tu
             return f"target reached: {hits[0][0]} measured {hits[0][2]:.4g}", False
     if history.n_dispatched >= spec.budget.lab_experiments:
         return f"lab budget used: {history.n_dispatched} of {spec.budget.lab_experiments} experiments", False
-    clock_s = lab_time_s(ctx.ledger, ctx.campaign_id)
+    clock_s = history.lab_time_s
     if spec.budget.lab_hours is not None and clock_s >= spec.budget.lab_hours * 3600:
         return f"lab time used: {clock_s / 3600:.1f} of {spec.budget.lab_hours} h", False
     if spec.stop.max_iterations is not None and iteration + 1 >= spec.stop.max_iterations:
@@ -80,8 +86,8 @@ def _stalled(ctx: CampaignContext, iteration: int, history: LabHistory) -> str |
     """Why the loop is going round without progress (every proposal rejected or screened out), or None."""
     if history.pending or iteration + 1 < STALL_ITERATIONS:
         return None
-    dispatched = {j.iteration for j in ctx.ledger.lab_jobs(ctx.campaign_id)}
-    if any(i in dispatched for i in range(iteration - STALL_ITERATIONS + 1, iteration + 1)):
+    # A job is dispatched in its iteration or an earlier one, so the latest dispatching iteration says it.
+    if iteration - STALL_ITERATIONS + 1 <= history.last_dispatch_iteration <= iteration:
         return None
     return (f"stalled: the last {STALL_ITERATIONS} planning rounds dispatched nothing (every proposal was rejected or "
             "screened out); see `closedloop show` for the Rejected and Promoted events, then widen the design space, "
@@ -93,9 +99,7 @@ def _cancel_open_jobs(ctx: CampaignContext, iteration: int, reason: str) -> list
     from orchestrator.loop.jobs import make_job
 
     items = []
-    for job in sorted(ctx.ledger.lab_jobs(ctx.campaign_id), key=lambda j: j.dispatched_seq):
-        if job.status != "dispatched":
-            continue
+    for job in sorted(ctx.ledger.rows(LabJobRow, ctx.campaign_id, keep=is_open_job), key=lambda j: j.dispatched_seq):
         handle = ctx.loop.run(ctx.driver.submit(make_job(ctx, job.job_key)))  # idempotent: the same handle
         ctx.loop.run(ctx.driver.cancel(handle))
         why = f"cancelled: the campaign stopped ({reason})"

@@ -33,7 +33,7 @@ def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     # either arm), and a retry to the arm of the job it repeats.
     arm_of_key = {r.retry_key: r.arm for r in retries}
     proposed_by = {p.candidate_id: p.arm for p in iteration_payloads(ctx, Proposed.type, iteration)}
-    done = {j.job_key for j in ctx.ledger.lab_jobs(ctx.campaign_id)}
+    done = ctx.ledger.dispatched_keys(ctx.campaign_id, keys)
     items = []
     for key in keys:
         if key in done:  # dispatched before a crash; the lab replay has resubmitted it already

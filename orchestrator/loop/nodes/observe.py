@@ -7,7 +7,9 @@ the next completion; a real lab is polled. A failed job is recorded as failed wi
 
 from __future__ import annotations
 
+from orchestrator.ledger import LabJobRow
 from orchestrator.loop.context import CampaignContext
+from orchestrator.loop.history import is_open_job
 from orchestrator.loop.jobs import make_job
 from orchestrator.loop.lab_clock import (
     TERMINAL_STATES,
@@ -51,8 +53,7 @@ def _open_handles(ctx: CampaignContext, open_jobs) -> list:
 
 def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
-    open_jobs = sorted((j for j in ctx.ledger.lab_jobs(ctx.campaign_id) if j.status == "dispatched"),
-                       key=lambda j: j.dispatched_seq)
+    open_jobs = sorted(ctx.ledger.rows(LabJobRow, ctx.campaign_id, keep=is_open_job), key=lambda j: j.dispatched_seq)
     handles = _open_handles(ctx, open_jobs)
     last = ctx.ledger.last_event(ctx.campaign_id, Observed.type)  # results are appended in iteration order
     already = last is not None and last.payload.get("observe_iteration") == iteration
@@ -75,4 +76,10 @@ def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     # One transaction for the round's results: a crash before it leaves them all with the lab, which a resumed
     # node reads again (``result`` is idempotent); a crash after it finds them recorded and does not wait again.
     ctx.ledger.append_many(ctx.campaign_id, items, actor=ctx.driver.name)
+    # A recorded job is never asked again (a cancel resubmits, idempotently), so its kept handle can go: the
+    # handles held are the open jobs', not every job's of a long campaign.
+    kept = ctx.resources.get("lab_handles")
+    if kept:
+        for payload, _ in items:
+            kept.pop(payload.job_key, None)
     return {}

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from langgraph.types import interrupt
 
+from orchestrator.ledger import LabJobRow
 from orchestrator.loop.context import CampaignContext
+from orchestrator.loop.history import is_failed_job
 from orchestrator.loop.jobs import job_key, parse_job_key
 from orchestrator.loop.state import CampaignState
 from vocabulary.events import FailureHandled, Observed
@@ -19,7 +21,7 @@ __all__ = ["recover", "unhandled_failures"]
 
 def unhandled_failures(ctx: CampaignContext) -> list[Observed]:
     """Failed lab results that no ``FailureHandled`` event has answered yet, oldest first."""
-    failed_jobs = [j for j in ctx.ledger.lab_jobs(ctx.campaign_id) if j.status == "failed"]
+    failed_jobs = ctx.ledger.rows(LabJobRow, ctx.campaign_id, keep=is_failed_job)
     if not failed_jobs:
         return []
     handled = {e.payload["job_key"] for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])}
