@@ -12,11 +12,12 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 __all__ = [
     "EVENT_TYPES",
@@ -161,18 +162,15 @@ class RungRun(BaseModel):
     observation: dict[str, Any] = Field(description="domain.Observation.model_dump()")
 
 
-class RungDecision(BaseModel):
-    """One escalation decision inside a ``Screened`` record: what a ``Promoted`` event says, without the iteration."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["promoted"] = "promoted"
-    candidate_id: str
-    from_rung: str
-    to_rung: str
-    decision: Literal["promote", "skip", "hold"]
-    score: float | None = None
-    reason: str = ""
-    numbers: dict[str, float | None] = Field(default_factory=dict, description="the numbers behind the decision")
+RungDecision = create_model(
+    "RungDecision",
+    __config__=ConfigDict(frozen=True, extra="forbid"),
+    __doc__="One escalation decision inside a ``Screened`` record: a ``Promoted`` event's fields, without the "
+            "iteration (derived from ``Promoted``, so the two cannot drift apart).",
+    __module__=__name__,
+    kind=(Literal["promoted"], "promoted"),
+    **{name: (info.annotation, copy.copy(info)) for name, info in Promoted.model_fields.items() if name != "iteration"},
+)
 
 
 class Screened(EventPayload):

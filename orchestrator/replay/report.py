@@ -40,6 +40,7 @@ __all__ = [
     "REPORT_FIGURES",
     "GanttData",
     "best_so_far",
+    "format_value",
     "ladder_funnel",
     "lab_origin_s",
     "rewards_by_step",
@@ -191,7 +192,8 @@ def rewards_by_step(ledger: Ledger, campaign_id: str) -> dict[str, list[tuple[in
 
 
 # ------------------------------------------------------------------------------------------------------- html
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A table cell: "–" for none, four significant digits for a float, else ``str``."""
     if value is None:
         return "–"
     if isinstance(value, float):
@@ -200,7 +202,7 @@ def _fmt(value: Any) -> str:
 
 
 def _rows(pairs: list[tuple[str, Any]]) -> str:
-    return "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_fmt(v))}</td></tr>" for k, v in pairs)
+    return "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(format_value(v))}</td></tr>" for k, v in pairs)
 
 
 def _summary_pairs(summary: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -212,7 +214,7 @@ def _summary_pairs(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     return [
         ("status", f"{summary['status']} ({summary['stop_reason']})" if summary["stop_reason"] else summary["status"]),
         ("objective", f"{objective['property']}{unit}: {goal}"),
-        ("best found", None if best is None else f"{_fmt(best['value'])}{unit} ({best['arm']}): {best['label']}"),
+        ("best found", None if best is None else f"{format_value(best['value'])}{unit} ({best['arm']}): {best['label']}"),
         ("lab experiments", f"{summary['n_lab']} of {summary['lab_budget']} ({summary['n_lab_failed']} failed)"),
         ("hits", summary["n_hits"]),
         ("simulated lab time (h)", summary["lab_hours"]),
@@ -236,7 +238,7 @@ def _arm_table(summary: dict[str, Any]) -> str:
     for arm, entry in summary["arms"].items():
         role = " (main)" if arm == summary["main_arm"] else " (control)" if arm == summary["control_arm"] else ""
         cells = [f"{arm}{role}", entry["n_lab"], entry["best_value"], entry["experiments_to_best"]]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in cells) + "</tr>")
+        rows.append("<tr>" + "".join(f"<td>{html.escape(format_value(c))}</td>" for c in cells) + "</tr>")
     head = "<tr><th>arm</th><th>lab results (ok)</th><th>best value</th><th>experiments to its best</th></tr>"
     return f"<table>{head}{''.join(rows)}</table>"
 

@@ -47,6 +47,7 @@ from orchestrator.interfaces.dashboard.sse import (
     changes,
     ledger_signature,
 )
+from orchestrator.replay.report import format_value
 from vocabulary.domain import ClosedLoopError, import_optional
 
 if TYPE_CHECKING:
@@ -66,14 +67,6 @@ def _require_extra() -> None:
     import_optional("jinja2", "dashboard", PURPOSE)
     import_optional("matplotlib", "dashboard", PURPOSE)
     import_optional("fastapi.sse", "dashboard", PURPOSE)  # FastAPI >= 0.135
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def create_app(
@@ -104,7 +97,7 @@ def create_app(
     runs = runs or BackgroundRuns(ledger)
     plots = PlotCache()
     templates = Jinja2Templates(directory=_HERE / "templates")
-    templates.env.filters["fmt"] = _fmt
+    templates.env.filters["fmt"] = format_value
     app = FastAPI(title="closedloop dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ledger, app.state.runs = ledger, runs
     app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
