@@ -96,15 +96,12 @@ def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
     plans with the ladder and a rung was surveyed; (None, None) otherwise."""
     from orchestrator.loop.ladder_view import ladder_view
     from orchestrator.policy.planners.bo import surrogate_fits_values
-    from orchestrator.policy.planners.joint_calibration import joint_prior
     from orchestrator.policy.planners.ladder_prior import choose_prior, prior_rows
 
     view = ladder_view(ctx)
     if view is None or not getattr(ctx.planners[ctx.spec.planner.main], "uses_ladder", False):
         return None, None
     prior = choose_prior(view.values, rows, values, ctx.spec)
-    prior = joint_prior(prior, view.values, ctx.pool.features[rows], rows, values, ctx.spec,
-                        seed=derive_seed(ctx.seed, len(rows), "ladder-prior"))
     at_rows = prior_rows(prior, view.values, ctx.spec,
                          fitted_on="value" if surrogate_fits_values(ctx.spec) else "utility")
     return (None, None) if at_rows is None else (prior, at_rows[rows])
