@@ -24,7 +24,7 @@ from vocabulary.domain import Proposal
 
 __all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
            "choose_kernel", "cold_start_count", "fit_surrogate_state", "folded_utility_moments", "state_prior", "surrogate_fits_values",
-           "surrogate_targets", "with_prior_feature"]
+           "surrogate_targets"]
 
 
 class PriorMean(Protocol):
@@ -82,53 +82,11 @@ def campaign_surrogate_state(spec, X: np.ndarray, values: np.ndarray, *, seed: i
     values = np.asarray(values, dtype=float)
     fits_values = surrogate_fits_values(spec)
     y = values if fits_values else np.asarray([spec.objective.utility(v) for v in values], dtype=float)
-    kernel = choose_kernel(spec.campaign.kind, spec.planner.kernel)
     if prior is not None and prior_train is not None:
         y = y - np.asarray(prior_train, dtype=float)
-        if kernel == "matern52" and prior.get("span", 0.0) > 0:
-            prior = {**prior, "as_feature": True}
-            X = with_prior_feature(X, prior_train, {"prior": prior})
+    kernel = choose_kernel(spec.campaign.kind, spec.planner.kernel)
     state = fit_surrogate_state(X, y, kernel=kernel, seed=seed, fitted_on="value" if fits_values else "utility")
     return {**state, "prior": prior} if prior is not None else state
-
-
-def with_prior_feature(X, prior_values: np.ndarray | None, state: dict[str, Any] | None):
-    """``X`` with the ladder prior's rung as one more input column, when the state's prior says so (``as_feature``).
-
-    On descriptor pools (Matérn-5/2, one lengthscale per feature) the GP models the lab's residual from the
-    calibrated rung as a function of the descriptors *and* of the rung, so a calibration that is not a straight line
-    (PBE reads 0 for many small-gap solids) or that holds better in one part of the rung's range is learned, and the
-    rung's own ARD lengthscale decides how much that matters. The column is the rung min-max scaled over the pool
-    (up to an offset, which a stationary kernel ignores), computed from the prior value ``intercept + slope · rung``
-    (its utility, when that is what was fitted: the same up to sign). The Tanimoto kernel has no lengthscale to weigh a
-    continuous column with, so fingerprint pools keep the prior mean alone. ``X`` may be a streamed pool's features
-    (rows gathered on indexing).
-    """
-    prior = (state or {}).get("prior")
-    if not prior or not prior.get("as_feature"):
-        return X
-    if prior_values is None:
-        from vocabulary.domain import SetupError
-
-        raise SetupError("this surrogate takes the ladder's rung as an input; its prior values are needed")
-    scale = abs(float(prior["slope"])) * float(prior["span"])
-    column = np.asarray(prior_values, dtype=float) / scale if scale > 1e-9 else np.zeros(len(prior_values))
-    if isinstance(X, np.ndarray):
-        return np.column_stack([X, column])
-    return _WithColumn(X, column)
-
-
-class _WithColumn:
-    """A streamed pool's features with one more column, gathered by row like the features themselves."""
-
-    def __init__(self, features, column: np.ndarray):
-        self.features, self.column = features, column
-
-    def __len__(self) -> int:
-        return len(self.features)
-
-    def __getitem__(self, rows) -> np.ndarray:
-        return np.column_stack([np.asarray(self.features[rows], dtype=float), self.column[rows]])
 
 
 def state_prior(context: PlanningContext) -> np.ndarray | None:
@@ -198,14 +156,13 @@ class LabUtilityModel:
         from orchestrator.policy.planners.surrogate import GPSurrogate
 
         self.target = _target_of_values(state, values, objective)
-        self.state = state
         y = np.asarray(utilities if self.target is None else values, dtype=float)
         if prior_train is not None:
             y = y - np.asarray(prior_train, dtype=float)
-        self.surrogate = GPSurrogate.from_hyperparameters(with_prior_feature(X_train, prior_train, state), y, state)
+        self.surrogate = GPSurrogate.from_hyperparameters(X_train, y, state)
 
     def _mean_sd(self, X: np.ndarray, prior: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        mean, sd = self.surrogate.predict(with_prior_feature(X, prior, self.state))
+        mean, sd = self.surrogate.predict(X)
         return (mean if prior is None else mean + np.asarray(prior, dtype=float)), sd
 
     def predict(self, X: np.ndarray, prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -358,8 +315,8 @@ class BOPlanner:
         from orchestrator.policy.planners.acquisition import select_batch
         from orchestrator.policy.planners.surrogate import GPSurrogate
 
+        X = context.pool.features
         prior = self.prior(context)
-        X = with_prior_feature(context.pool.features, state_prior(context), context.surrogate_state)
         X_train, y_train = X[context.observed], self.training_targets(context)
         surrogate = GPSurrogate.from_hyperparameters(X_train, y_train, context.surrogate_state)
         pending = X[context.pending] if len(context.pending) else None

@@ -68,7 +68,7 @@ def choose_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.ndar
         name = next(iter(rung_values))
         first = calibrations[name]
         return {"rung": name, "intercept": first.intercept, "slope": first.slope, "fill": _fill(rung_values[name]),
-                "span": _span(rung_values[name]), "is_calibrated": False, "calibrations": numbers}
+                "is_calibrated": False, "calibrations": numbers}
     verdicts = {name: c.is_informative(min_pairs=screening.min_pairs,
                                        min_informativeness=screening.min_informativeness)
                 for name, c in calibrations.items()}
@@ -83,14 +83,7 @@ def choose_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.ndar
         name, is_calibrated = undecided[0], False  # the cheapest rung not yet ruled out keeps its optimistic prior
     chosen = calibrations[name]
     return {"rung": name, "intercept": chosen.intercept, "slope": chosen.slope, "fill": _fill(rung_values[name]),
-            "span": _span(rung_values[name]), "is_calibrated": is_calibrated, "calibrations": numbers}
-
-
-def _span(values: np.ndarray) -> float:
-    """The rung's range over the pool (its unit), which scales it to the unit interval as an input feature."""
-    finite = np.asarray(values, dtype=float)
-    finite = finite[np.isfinite(finite)]
-    return float(np.ptp(finite)) if len(finite) else 0.0
+            "is_calibrated": is_calibrated, "calibrations": numbers}
 
 
 def _fill(values: np.ndarray) -> float:
