@@ -30,7 +30,6 @@ The jobs' simpy processes live in ``simlab_process``, their records, ``LabMetric
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -46,8 +45,8 @@ from instruments.simlab_records import (
     JobRecord,
     LabMetrics,
     RetiredJob,
-    job_fingerprint,
 )
+from instruments.simlab_retired import RetiredJobs, job_fingerprint
 from instruments.simlab_setup import (
     as_model,
     check_consumables,
@@ -160,8 +159,7 @@ class SimLabDriver(JobProcesses):
         self._resources[TRANSFER_ROBOT] = simpy.PriorityResource(self.env, 1)
         self._jobs: dict[str, JobRecord] = {}
         self._collected: dict[str, None] = {}  # keys of kept records whose result was collected, oldest first
-        self._retired: dict[str, RetiredJob] = {}
-        self._n_retired: Counter[str] = Counter()  # retired jobs by final state
+        self._retired = RetiredJobs()  # key, fingerprint and final state of each retired job
         self._busy_s: dict[str, float] = dict.fromkeys(self._resources, 0.0)  # closed intervals' work, s
         self._wait_s: dict[str, float] = dict.fromkeys(self._resources, 0.0)  # summed queue waits, s
         self._n_waits: dict[str, int] = dict.fromkeys(self._resources, 0)
@@ -391,8 +389,7 @@ class SimLabDriver(JobProcesses):
             key = next(iter(self._collected))
             del self._collected[key]
             old = self._jobs.pop(key)
-            self._retired[key] = RetiredJob(job_fingerprint(old.job), old.state)
-            self._n_retired[old.state] += 1
+            self._retired.add(key, fingerprint=job_fingerprint(old.job), state=old.state)
 
     def _lookup(self, handle: JobHandle) -> JobRecord | RetiredJob:
         if handle.driver != self.name:
@@ -413,7 +410,7 @@ class SimLabDriver(JobProcesses):
 
     def _count_states(self) -> dict[str, int]:
         counts = dict.fromkeys(("queued", "running", "done", "failed", "cancelled"), 0)
-        counts.update(self._n_retired)
+        counts.update(self._retired.n_by_state)
         for record in self._jobs.values():
             counts[record.state] += 1
         return counts

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from instruments.base import JobState, LabJob, LabResult
 from instruments.faults import FaultKind
 
-__all__ = ["FAULT_KINDS", "TRANSFER_ROBOT", "JobFailed", "JobRecord", "LabMetrics", "RetiredJob", "job_fingerprint",
+__all__ = ["FAULT_KINDS", "TRANSFER_ROBOT", "JobFailed", "JobRecord", "LabMetrics", "RetiredJob",
            "job_rng"]
 
 #: Resource name of the transfer robot in metrics.
@@ -107,9 +107,4 @@ class RetiredJob:
 
     fingerprint: int
     state: JobState
-
-
-def job_fingerprint(job: LabJob) -> int:
-    """A job's fingerprint: a retired key resubmitted with another job is refused by it."""
-    return hash(job.model_dump_json())
 

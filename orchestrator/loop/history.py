@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from orchestrator.ledger import LabJobRow
@@ -107,11 +108,13 @@ class _LabJobFold:
         utility = ctx.spec.objective.utility
         for job in ctx.ledger.changed_rows(LabJobRow, ctx.campaign_id, self.seen_seq):
             self.seen_seq = max(self.seen_seq, job.updated_seq)
+            # interned: one string per candidate and arm however many folds and histories hold it
+            candidate_id, arm = sys.intern(job.candidate_id), sys.intern(job.arm)
             is_new = self.open.pop(job.job_key, None) is None
             if is_new:
-                self.tested.add(job.candidate_id)
+                self.tested.add(candidate_id)
                 self.n_dispatched += 1
-                self.n_by_arm[job.arm] = self.n_by_arm.get(job.arm, 0) + 1
+                self.n_by_arm[arm] = self.n_by_arm.get(arm, 0) + 1
                 self.last_dispatch_iteration = max(self.last_dispatch_iteration, job.iteration)
                 self.first_submitted_s = (job.submitted_s if self.first_submitted_s is None
                                           else min(self.first_submitted_s, job.submitted_s))
@@ -123,11 +126,11 @@ class _LabJobFold:
                 self._see_time(job.completed_s)
             if job.status == "done" and job.value is not None:
                 # one tuple per result, shared by every LabHistory built from here on
-                self.done.append((job.candidate_id, job.arm, job.value, utility(job.value)))
+                self.done.append((candidate_id, arm, job.value, utility(job.value)))
                 self.done_iterations.append(job.iteration)
                 self.done_dispatched_seqs.append(job.dispatched_seq)
             elif job.status == "failed":
-                self.failed.append((job.job_key, job.candidate_id, job.arm, job.observed_seq))
+                self.failed.append((job.job_key, candidate_id, arm, job.observed_seq))
 
     def _see_time(self, at_s: float) -> None:
         self.last_s = at_s if self.last_s is None else max(self.last_s, at_s)

@@ -15,8 +15,10 @@ by seq and feeding iteration by iteration (``recompute``) see the same thing.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +51,7 @@ class Outlook:
     threshold: float | None
     base_rate: float
     validities: dict[str, Any]
-    utilities: list[float]
+    utilities: Sequence[float]
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,8 @@ class TrajectoryFold:
         """iteration -> lab slots offered per arm (one ``SlotsOffered`` per iteration)."""
         self._n_dispatched = 0
         self._best: float | None = None
-        self._results: list[tuple[str, float]] = []
+        self._result_ids: list[str] = []  # the lab results' candidates (interned) and utilities, in observed order
+        self._utilities = array("d")
         self._proxy_values: dict[str, dict[str, float]] = {rung: {} for rung in self._proxy_of}
         self._verdicts: dict[tuple[str, str], dict] = defaultdict(dict)
         self.judge_answers: dict[str, str] = {}
@@ -207,7 +210,8 @@ class TrajectoryFold:
         if p["status"] == "ok" and p["value"] is not None:
             u = self.spec.objective.utility(p["value"])
             self._best = u if self._best is None else max(self._best, u)
-            self._results.append((p["candidate_id"], u))
+            self._result_ids.append(sys.intern(p["candidate_id"]))
+            self._utilities.append(u)
             self._n_outlook_changes += 1
         owner = self._job_owner.get(p["job_key"])
         if owner is not None and p["provenance"] == "lab":
@@ -270,12 +274,13 @@ class TrajectoryFold:
         from rewards.process import RungValidity, auroc, base_rate
 
         objective = self.spec.objective
-        utilities = [u for _, u in self._results]
+        utilities = array("d", self._utilities)  # a snapshot, 8 bytes a result
         threshold = self.success_threshold(utilities)
         n_success = sum(u >= threshold for u in utilities) if threshold is not None else 0
         validities = {}
         for rung, values in self._proxy_values.items():
-            pairs = [(objective.utility(values[cid]), u) for cid, u in self._results if cid in values]
+            pairs = [(objective.utility(values[cid]), u) for cid, u in zip(self._result_ids, utilities, strict=True)
+                     if cid in values]
             calibration = calibrate_rung(rung, pairs)
             area = None
             if threshold is not None and pairs:
