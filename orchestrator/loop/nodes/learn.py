@@ -2,9 +2,10 @@
 
 For a target objective the GP is fitted on the lab values, otherwise on the utilities
 (``planners.campaign_surrogate_state``). When the main arm plans with the ladder and a proxy rung was surveyed, the
-GP models the residual from the rung's calibrated prediction (``planners.ladder_prior``), recorded in its state. Hyperparameters are refitted when the lab data has grown since the last fit by a batch, by a
-quarter, and by at least ``MIN_NEW_RESULTS`` results (``is_refit_due``); in between they are kept, and the planner
-conditions the GP on all the data with them.
+GP models the residual from the rung's calibrated prediction (``planners.ladder_prior``), recorded in its state.
+Hyperparameters are refitted when the lab data has grown since the last fit by a batch, by a quarter, and by at
+least ``MIN_NEW_RESULTS`` results (``is_refit_due``); in between they are kept, and the planner conditions the GP on
+all the data with them.
 
 The plan node rebuilds the posterior from these recorded hyperparameters, so a resumed campaign plans exactly as
 an uninterrupted one would.
