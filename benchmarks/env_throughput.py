@@ -22,7 +22,8 @@ reset is paid inside the step that ends an episode). Each mode first runs one wa
 (imports, the first surrogate fit), timed apart; the measured phase then runs ``--episodes`` more per
 environment. Every environment here has an in-memory ledger, so its campaigns save LangGraph's checkpoint only
 when ``Campaign.run`` returns (``durability="exit"``, ``CampaignEnvironment.durability``). ``steps/s`` counts the measured phase's steps over its wall time, resets included; per core divides by
-the processes stepping (``min(n_envs, cores)``). ``--profile`` adds a cProfile of one warm freesolv episode.
+the processes stepping (``min(n_envs, cores)``). ``--profile`` adds a cProfile of one warm episode of
+``--profile-campaign`` (freesolv by default).
 
 Run from the repository root::
 
@@ -276,6 +277,7 @@ _PARTS = {
     ("loop/campaign.py", "run"): "Campaign.run (the graph)",
     ("langgraph/pregel/main.py", "stream"): "the graph's stream (nodes + checkpoints)",
     ("loop/summary.py", "summarise"): "Campaign.run's summary",
+    ("loop/campaign.py", "status"): "Campaign.run's status (the environment's light return)",
     ("loop/campaign.py", "start"): "Campaign.start (resets)",
     ("environment/core.py", "_observe"): "environment: observation",
     ("environment/core.py", "_make_offer"): "environment: offer (GP mean and sd)",
@@ -340,7 +342,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--n-envs", type=int, default=None, help="environments (processes) in vector mode")
     parser.add_argument("--episodes", type=int, default=None, help="measured episodes per environment")
     parser.add_argument("--lab-budget", type=int, default=None, help="lab experiments (= steps) per episode")
-    parser.add_argument("--profile", action="store_true", help="also profile one warm freesolv episode")
+    parser.add_argument("--profile", action="store_true", help="also profile one warm episode")
+    parser.add_argument("--profile-campaign", default="freesolv", choices=CAMPAIGNS,
+                        help="the campaign --profile profiles (default freesolv)")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the table as Markdown")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
@@ -357,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             for run in args.modes:
                 common.console.print(f"[bold]{name} {policy} {run}[/bold] (load {load()}) …")
                 rows.append((run_single if run == "single" else run_vector)(name, policy, settings))
-    profile = profile_episode("freesolv", settings) if args.profile else None
+    profile = profile_episode(args.profile_campaign, settings) if args.profile else None
     run_s = time.perf_counter() - started
     load_end = load()
     dirty = " (with uncommitted changes)" if provenance["is_dirty"] else ""
@@ -365,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> None:
               f"load {load_start[0]:.1f} → {load_end[0]:.1f} on {os.cpu_count()} shared cores")
     print_results(rows, header)
     if profile:
-        common.print_table(f"cProfile of one warm freesolv episode ({profile['n_steps']} steps, "
+        common.print_table(f"cProfile of one warm {profile['campaign']} episode ({profile['n_steps']} steps, "
                            f"{profile['wall_s_profiled']:.2f} s under the profiler), by cumulative time",
                            ["function", "calls", "own s", "cumulative s"],
                            [(p["function"], p["n_calls"], p["own_s"], p["cumulative_s"])

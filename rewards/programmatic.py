@@ -150,8 +150,15 @@ def _molecule_charge(smiles: str) -> tuple[int | None, int]:
 def _oxidation_guesses(formula: str) -> dict[str, float] | None:
     from pymatgen.core import Composition
 
+    from simulators.structures import oxidation_state_guesses
+
     try:
-        guesses = Composition(formula).oxi_state_guesses(max_sites=-50)
+        # what oxi_state_guesses(max_sites=-50) does: reduce, refuse more than 50 atoms, enumerate; through the memo
+        # the composition rung shares, which has usually just enumerated the same reduced formula
+        reduced = Composition(formula).reduced_composition
+        if reduced.num_atoms > 50:
+            raise ValueError(f"{formula} has more than 50 atoms in its reduced formula")
+        guesses = oxidation_state_guesses(reduced)
     except Exception:  # pymatgen raises ValueError/KeyError for unreadable formulas
         return None
     return dict(guesses[0]) if guesses else {}

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from simulators.base import AnyCandidate, BaseSimulator
-from simulators.structures import integer_composition, quiet_electronegativity
+from simulators.structures import integer_composition, oxidation_state_guesses, quiet_electronegativity
 from vocabulary.domain import Material, SetupError, SimulationFailed
 
 __all__ = ["CompositionSimulator"]
@@ -106,7 +106,7 @@ class CompositionSimulator(BaseSimulator):
                 f"max_sites={self.max_sites}; enumerating its oxidation states grows combinatorially, so construct "
                 f"the rung with a larger max_sites if the wait is acceptable"
             )
-        guesses = composition.oxi_state_guesses()
+        guesses = oxidation_state_guesses(composition)  # shared with the rubric's stoichiometry scorer
         fractions = {el: composition.get_atomic_fraction(el) for el in composition.elements}
         properties: dict[str, float] = {
             "is_charge_balanced": float(bool(guesses)),

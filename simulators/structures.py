@@ -51,6 +51,7 @@ __all__ = [
     "bond_valence_misfit",
     "integer_composition",
     "ionic_oxidation_states",
+    "oxidation_state_guesses",
     "prototype_fits",
     "quiet_electronegativity",
 ]
@@ -194,6 +195,30 @@ def integer_composition(material: Material, max_denominator: int = 100, toleranc
         f"formula {material.formula!r} has amounts that are not ratios of whole numbers with denominators up to "
         f"{max_denominator}; give them as simple fractions, e.g. 'Li0.5CoO2'"
     )
+
+
+_GUESSES: dict[tuple, tuple] = {}
+_GUESSES_MAX = 4096
+
+
+def oxidation_state_guesses(composition: Composition) -> tuple[dict[str, float], ...]:
+    """pymatgen's ``composition.oxi_state_guesses()`` (charge-balanced guesses, most probable first), remembered in
+    this process by the composition's species and amounts in their order, so that the composition rung and the
+    rubric's ``stoichiometry`` scorer enumerate a formula's oxidation states once between them (tens of ms for a
+    formula with many combinations). Do not change what it returns; pymatgen's errors are raised, not remembered.
+
+    Example:
+        >>> from pymatgen.core import Composition
+        >>> oxidation_state_guesses(Composition("Fe2O3"))[0]
+        {'Fe': 3.0, 'O': -2.0}
+    """
+    key = tuple((str(species), float(amount)) for species, amount in composition.items())
+    found = _GUESSES.get(key)
+    if found is None:
+        found = composition.oxi_state_guesses()
+        if len(_GUESSES) < _GUESSES_MAX:
+            _GUESSES[key] = found
+    return found
 
 
 def ionic_oxidation_states(composition: Composition) -> dict[str, float] | None:

@@ -66,6 +66,7 @@ from orchestrator.environment.observation import (
 )
 from orchestrator.environment.success import SuccessBar, fix_success_bar
 from orchestrator.environment.tools import EnvironmentTools
+from orchestrator.ledger import LabJobRow
 from orchestrator.seeding import derive_rng
 from orchestrator.space.pool import describe
 from orchestrator.spec import CampaignSpec, load_spec, validate_spec
@@ -152,7 +153,8 @@ class CampaignEnvironment(EnvironmentTools):
         """Candidates outside the pool that tool calls named (written structures), by id."""
         self._tools = None
         self._status: dict[str, Any] = {}
-        """The campaign summary the last ``Campaign.run`` returned: only a proposal moves the campaign."""
+        """The campaign status the last ``Campaign.run`` returned (``Campaign.status``: whether and why it stopped,
+        not the full summary): only a proposal moves the campaign."""
         self._read = _EpisodeRead(self._text)
 
     # ------------------------------------------------------------------------------------------------ episodes
@@ -200,7 +202,7 @@ class CampaignEnvironment(EnvironmentTools):
         self._step, self._potential, self._return = 0, 0.0, 0.0
         self._read = _EpisodeRead(self._text)
         self._outside, self._tools = {}, None
-        self._status = self.campaign.run()
+        self._status = self.campaign.run(summary=False)
         self._potential = self._episode_potential()
         self._last = self._observe()
         return self._last
@@ -310,7 +312,7 @@ class CampaignEnvironment(EnvironmentTools):
                   "new_candidates": [c.model_dump(mode="json") for c in new_candidates]}
         if self.spec.space.generate:
             self._forget_unrecorded_growth()
-        self._status = self.campaign.run(approval=answer)
+        self._status = self.campaign.run(approval=answer, summary=False)
 
     def _forget_unrecorded_growth(self) -> None:
         """Drop the pool's candidates that no ``PoolExtended`` records yet, before the graph resumes.
@@ -370,13 +372,12 @@ class CampaignEnvironment(EnvironmentTools):
 
     def _observe(self, *, tool_result: dict | None = None, error: str | None = None) -> EnvironmentObservation:
         ctx, spec = self.campaign.ctx, self.spec
-        # only Campaign.run moves the campaign, and it returns the summary: no ledger or checkpoint read here
+        # only Campaign.run moves the campaign, and it returns its status: no ledger or checkpoint read here
         is_done = self._status.get("status") == "stopped"
         is_asking = not is_done and self._arm.is_waiting
         if tool_result is None and error is None or not self._offer:
             self._offer = self._make_offer(is_asking)
         read = self._read  # brought up to date by the potential, read just before every observation
-        jobs = ctx.ledger.lab_jobs(ctx.campaign_id)
         objective = spec.objective
         bar = self.bar.threshold if self.bar is not None and self.bar.is_visible else None
         return EnvironmentObservation(
@@ -388,8 +389,8 @@ class CampaignEnvironment(EnvironmentTools):
             rungs=tuple(r.name for r in ctx.rungs), rung_results=tuple(read.rung_results),
             lab_results=tuple(read.lab_results),
             budget=Budget(lab_experiments=spec.budget.lab_experiments,
-                          lab_experiments_left=max(spec.budget.lab_experiments - len(jobs), 0),
-                          n_pending=sum(j.status == "dispatched" for j in jobs), compute_s_used=read.compute_s),
+                          lab_experiments_left=max(spec.budget.lab_experiments - read.n_jobs, 0),
+                          n_pending=len(read.pending), compute_s_used=read.compute_s),
             tool_result=tool_result, error=error, is_done=is_done,
             stop_reason=self._status.get("stop_reason") if is_done else None)
 
@@ -441,11 +442,19 @@ class _EpisodeRead:
         """trajectory -> its current reward, for the policy's arm."""
         self.n_pool_extended = 0
         """Candidates the ledger's ``PoolExtended`` events added to the pool (open spaces)."""
+        self.n_jobs = 0
+        """Lab jobs dispatched (whatever became of them), from the lab-job rows that changed since the last update
+        (``Ledger.changed_rows``)."""
+        self.pending: set[str] = set()
+        """Job keys dispatched and not yet observed."""
+        self.job_seq = 0
 
     def update(self, ctx) -> _EpisodeRead:
         types = [Observed.type, Simulated.type, Screened.type, RewardEstimated.type, RewardFinalised.type,
                  PoolExtended.type]
-        for e in ctx.ledger.events(ctx.campaign_id, types=types, after_seq=self.seq):
+        # one uncached read of what is new (``read_events``): folded here, so the ledger need not keep every rung
+        # result of the episode in its typed read cache
+        for e in ctx.ledger.read_events(ctx.campaign_id, types, after_seq=self.seq):
             p = e.payload
             if e.type == Observed.type:
                 self.lab_results.append(LabResult(
@@ -463,4 +472,9 @@ class _EpisodeRead:
             elif p.get("arm") == ARM:
                 self.rewards[p["subject"]] = float(p["reward"])
             self.seq = max(self.seq, e.seq)
+        seen_seq = self.job_seq
+        for job in ctx.ledger.changed_rows(LabJobRow, ctx.campaign_id, seen_seq):
+            self.n_jobs += job.dispatched_seq > seen_seq  # new: dispatched after the last update
+            (self.pending.add if job.status == "dispatched" else self.pending.discard)(job.job_key)
+            self.job_seq = max(self.job_seq, job.updated_seq)
         return self

@@ -261,6 +261,7 @@ class Campaign:
         max_steps: int | None = None,
         approval: Any = None,
         on_step: Callable[[str, dict[str, Any]], None] | None = None,
+        summary: bool = True,
     ) -> dict[str, Any]:
         """Run (or continue) the loop until it stops, waits for approval, or ``max_steps`` node runs have passed.
 
@@ -268,18 +269,20 @@ class Campaign:
             max_steps: stop after this many node executions (the campaign stays resumable).
             approval: the answer to a pending approval interrupt (True, False or a list of job keys).
             on_step: called with (node name, its state update) after every node.
+            summary: return the full summary; False returns only ``status()``, which a caller that runs the
+                campaign a step at a time (the environment) reads without folding the whole ledger each time.
 
         Returns:
-            The campaign summary (see ``orchestrator.loop.summary.summarise``).
+            The campaign summary (see ``orchestrator.loop.summary.summarise``), or ``status()``.
         """
+        done = self.summary if summary else self.status
         if self.is_finished:
-            return self.summary()
-        snapshot = self.graph.get_state(self.config)
-        if approval is not None:
+            return done()
+        if approval is not None:  # resuming an interrupt: the checkpoint's snapshot decides nothing here
             graph_input: Any = Command(resume=approval)
-        elif snapshot.next:
+        elif (snapshot := self.graph.get_state(self.config)).next:
             if self.pending_interrupt is not None:
-                return self.summary()
+                return done()
             graph_input = None
         elif snapshot.values:
             # A kill between a node's saved writes and the next checkpoint leaves no task "next" in the snapshot;
@@ -298,10 +301,16 @@ class Campaign:
                     on_step(node, update or {})
             if max_steps is not None and n_steps >= max_steps:
                 break
-        return self.summary()
+        return done()
 
     def summary(self) -> dict[str, Any]:
         return summarise(self.ledger, self.campaign_id)
+
+    def status(self) -> dict[str, Any]:
+        """The campaign's id, ``status`` (``running`` or ``stopped``) and ``stop_reason``: the part of ``summary()``
+        that says whether and why it stopped, from one ledger row."""
+        row = self.ledger.campaign(self.campaign_id)
+        return {"campaign_id": self.campaign_id, "status": row.status, "stop_reason": row.stop_reason}
 
     # ------------------------------------------------------------------------------------------------ closing
     def close(self) -> None:

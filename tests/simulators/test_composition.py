@@ -134,3 +134,26 @@ def test_electronegativity_spread_ranks_measured_band_gaps(sim):
     # 0.76 here and 0.66 over all 486 formulas of the set the rung handles (PBE gaps reach 0.81); the floor is
     # loose so this checks that the descriptor carries signal, not its exact strength
     assert rho > 0.4, rho
+
+
+def test_the_rung_and_the_stoichiometry_scorer_enumerate_a_formula_s_oxidation_states_once(monkeypatch, sim):
+    """The composition rung and the rubric's scorer share ``oxidation_state_guesses``: one pymatgen enumeration per
+    formula between them, with the answers each gave before (the scorer's as ``max_sites=-50``)."""
+    from pymatgen.core import Composition
+
+    from rewards.programmatic import _oxidation_guesses
+    from simulators import structures
+
+    formula = "Ba2Fe2O5"
+    expected_rung = Composition(formula).oxi_state_guesses()
+    expected_scorer = dict(Composition(formula).oxi_state_guesses(max_sites=-50)[0])
+    calls = []
+    enumerate_ = Composition.oxi_state_guesses
+    monkeypatch.setattr(Composition, "oxi_state_guesses",
+                        lambda self, *a, **k: calls.append(1) or enumerate_(self, *a, **k))
+    monkeypatch.setattr(structures, "_GUESSES", {})
+    properties = props(sim, formula)
+    assert properties["n_oxidation_state_solutions"] == len(expected_rung) and properties["is_charge_balanced"] == 1.0
+    assert _oxidation_guesses.__wrapped__(formula) == expected_scorer
+    assert len(calls) == 1
+    assert _oxidation_guesses.__wrapped__("Fe0.5O") is None  # fractional amounts: refused, as before

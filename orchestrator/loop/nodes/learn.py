@@ -2,8 +2,10 @@
 
 For a target objective the GP is fitted on the lab values, otherwise on the utilities
 (``planners.campaign_surrogate_state``). When the main arm plans with the ladder and a proxy rung was surveyed, the
-GP models the residual from the rung's calibrated prediction (``planners.ladder_prior``), recorded in its state. Hyperparameters are refitted when the lab data has grown by a batch or by a quarter since the last fit; in
-between they are kept, and the planner conditions the GP on all the data with them.
+GP models the residual from the rung's calibrated prediction (``planners.ladder_prior``), recorded in its state.
+Hyperparameters are refitted when the lab data has grown since the last fit by a batch, by a quarter, and by at
+least ``MIN_NEW_RESULTS`` results (``is_refit_due``); in between they are kept, and the planner conditions the GP on
+all the data with them.
 
 The plan node rebuilds the posterior from these recorded hyperparameters, so a resumed campaign plans exactly as
 an uninterrupted one would.
@@ -27,7 +29,28 @@ from vocabulary.events import (
     SurrogateUpdated,
 )
 
-__all__ = ["learn"]
+__all__ = ["MIN_NEW_RESULTS", "is_refit_due", "learn"]
+
+MIN_NEW_RESULTS = 3
+"""The fewest new lab results that make a hyperparameter refit due. A batch of one would otherwise refit after every
+result until the quarter rule takes over (at 2, 3, 4, 5 results); three keeps a refit per iteration for batches of
+three or more (the discovery benchmarks' five) and spaces a batch-one campaign's early refits (2, 5, 8, 11, 14, 18,
+…), which the GP conditioned on every result with the kept hyperparameters covers in between."""
+
+
+def is_refit_due(n_train: int, last_fit_n: int | None, batch_size: int) -> bool:
+    """Whether the GP's hyperparameters are refitted at ``n_train`` lab results, the last fit having had
+    ``last_fit_n`` (None: none yet): once the data has grown by a batch, by a quarter and by ``MIN_NEW_RESULTS``.
+
+    Example:
+        >>> [n for n in range(2, 13) if is_refit_due(n, 2, 1)]  # batch of one, last fit at 2 results
+        [5, 6, 7, 8, 9, 10, 11, 12]
+        >>> is_refit_due(10, 5, 5), is_refit_due(9, 5, 5)  # a batch of five still refits every batch
+        (True, False)
+    """
+    if last_fit_n is None:
+        return True
+    return n_train >= max(last_fit_n + batch_size, last_fit_n + MIN_NEW_RESULTS, 1.25 * last_fit_n)
 
 
 def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
@@ -44,8 +67,7 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     rows = np.asarray([ctx.pool.index[r[0]] for r in history.results], dtype=int)
     values = np.asarray([r[2] for r in history.results], dtype=float)
     prior, prior_train = _ladder_prior(ctx, rows, values) if n_train >= 2 else (None, None)
-    is_due = not fitted or n_train >= max(fitted[-1]["n_train"] + ctx.spec.planner.batch_size,
-                                          1.25 * fitted[-1]["n_train"])
+    is_due = is_refit_due(n_train, fitted[-1]["n_train"] if fitted else None, ctx.spec.planner.batch_size)
     if not is_due and _prior_kind(fitted[-1]["hyperparameters"].get("prior")) == _prior_kind(prior):
         # Hyperparameters move slowly: keep them (and the prior they were fitted with), and let the planner condition
         # the GP on all the data. A prior that changes kind (another rung, or calibrated at last) forces a refit.

@@ -209,3 +209,25 @@ def test_a_file_backed_episode_keeps_sync_durability(tmp_path):
         assert (tmp_path / "episodes.db.checkpoints.sqlite").is_file()
     finally:
         env.close()
+
+
+def test_the_budget_an_observation_shows_is_the_ledger_s_lab_jobs(buchwald_env):
+    """Lab experiments left and jobs pending, folded from the lab-job rows that changed since the last step, equal a
+    full read of the lab jobs at every step (a batch of three leaves jobs pending while the graph asks again)."""
+    def choose(obs, rng):
+        picks = rng.choice(len(obs.offer), size=min(obs.n_to_propose, len(obs.offer)), replace=False)
+        return {"type": "propose", "candidate_ids": [obs.offer[int(k)].label for k in picks], "hypothesis": "any"}
+
+    obs = buchwald_env.reset(seed=3, batch_size=3, success_bar=101.0)
+    rng, cid = np.random.default_rng(3), buchwald_env.state.campaign_id
+    seen_pending = False
+    while True:
+        jobs = buchwald_env.ledger.lab_jobs(cid)
+        assert obs.budget.lab_experiments_left == max(6 - len(jobs), 0)
+        assert obs.budget.n_pending == sum(j.status == "dispatched" for j in jobs)
+        seen_pending = seen_pending or obs.budget.n_pending > 0
+        if obs.is_done:
+            break
+        obs = buchwald_env.step(choose(obs, rng)).observation
+    assert len(jobs) == 6 and obs.budget.n_pending == 0
+    assert seen_pending, "the test needs a step that leaves jobs in the lab"

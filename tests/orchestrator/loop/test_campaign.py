@@ -312,3 +312,18 @@ def test_a_cheaper_durability_records_what_sync_records_and_still_stops_at_the_g
     assert runs[durability][0] == runs["sync"][0]
     if durability == "exit":  # one checkpoint per run() call, not one per node
         assert runs["exit"][1] <= n_interrupts + 1 < runs["sync"][1]
+
+
+def test_run_without_the_summary_returns_the_status_the_summary_would_show():
+    """``run(summary=False)`` (the environment's step) returns ``status()``: the summary's status and stop reason."""
+    spec = small_spec(lab_experiments=4, approval__policy="interrupt")
+    with Campaign.start(spec, db=":memory:", campaign_id="light", durability="exit") as campaign:
+        waiting = campaign.run(summary=False)
+        assert waiting == {"campaign_id": "light", "status": "running", "stop_reason": None}
+        assert campaign.pending_interrupt is not None
+        assert campaign.run(summary=False) == waiting  # still waiting: nothing ran
+        while (status := campaign.run(approval=True, summary=False))["status"] != "stopped":
+            assert set(status) == {"campaign_id", "status", "stop_reason"}
+        summary = campaign.summary()
+        assert status == {key: summary[key] for key in ("campaign_id", "status", "stop_reason")}
+        assert campaign.run(summary=False) == status and campaign.run() == summary  # a stopped campaign returns
