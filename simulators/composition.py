@@ -9,7 +9,11 @@ import math
 from typing import Any
 
 from simulators.base import AnyCandidate, BaseSimulator
-from simulators.structures import integer_composition, oxidation_state_guesses, quiet_electronegativity
+from simulators.structures import (
+    integer_composition,
+    oxidation_state_guesses,
+    quiet_electronegativity,
+)
 from vocabulary.domain import Material, SetupError, SimulationFailed
 
 __all__ = ["CompositionSimulator"]
