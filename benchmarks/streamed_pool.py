@@ -11,7 +11,7 @@ Two pools are generated in a temporary folder (the data files are never modified
 - **design table**: five continuous process parameters drawn uniformly, and a smooth synthetic yield.
 
 Each is run as a user runs it, ``closedloop run SPEC --db DB --json``, in a subprocess with the bo planner and a
-small lab budget. Peak RSS is the child's ``ru_maxrss`` (``os.wait4``; resident file-backed pages count too); the
+small lab budget. Peak RSS is the child's ``VmHWM`` (``benchmarks.memory``; resident file-backed pages count too); the
 first dispatch is the first ``Dispatched`` event's time after the process started; a later planning step is the wall
 time between one dispatch round and the next (observe, reward, learn, plan, screen, approve; the simulated lab's
 clock is simulated, so it costs nothing here).
@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks.memory import wait_with_peak_rss
 
 DATA = Path("/work/shared/data/buchwald_hartwig_ahneman/experiment_index.csv")
 REAGENT_COLUMNS = {"aryl_halide": ("Aryl_halide_SMILES", 100), "additive": ("Additive_SMILES", 100),
@@ -166,8 +168,7 @@ def run_campaign(spec: Path, db: Path, env: dict[str, str], command: list[str]) 
     with open(out_path, "w") as out, open(err_path, "w") as err:
         process = subprocess.Popen([*command, "run", str(spec), "--db", str(db), "--json"], env=env, stdout=out,
                                    stderr=err)
-        _, status, usage = os.wait4(process.pid, 0)  # this child's own rusage, not every child's high-water mark
-    process.returncode = os.waitstatus_to_exitcode(status)
+        _, peak_rss = wait_with_peak_rss(process)  # VmHWM: ru_maxrss would include this parent's RSS at the fork
     wall_s = time.perf_counter() - started
     stdout, stderr = out_path.read_text(), err_path.read_text()
     if process.returncode != 0:
@@ -185,7 +186,7 @@ def run_campaign(spec: Path, db: Path, env: dict[str, str], command: list[str]) 
             rounds.setdefault(event.payload["iteration"], (at - started_at).total_seconds())
     times = [rounds[k] for k in sorted(rounds)]
     steps = [round(b - a, 2) for a, b in zip(times, times[1:], strict=False)]
-    return {"peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "first_dispatch_s": round(times[0], 2) if times else None,
+    return {"peak_rss_mb": round(peak_rss, 1), "first_dispatch_s": round(times[0], 2) if times else None,
             "later_steps_s": steps, "later_step_s": max(steps) if steps else None, "wall_s": round(wall_s, 1),
             "n_lab": summary["n_lab"], "n_events": len(events), "stop_reason": summary.get("stop_reason"),
             "best": (summary.get("best") or {}).get("value")}
