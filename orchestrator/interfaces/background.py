@@ -129,7 +129,7 @@ class BackgroundRun:
             raise _StopRequested
 
     def _drive(self, open_campaign: Callable[[], Campaign], approval: Any,
-               check: Callable[[Campaign, Any], None] | None = None) -> None:
+               check: Callable[[Campaign, Any], None] | None = None, by: str | None = None) -> None:
         try:
             campaign = open_campaign()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller, who waits on _ready
@@ -146,7 +146,7 @@ class BackgroundRun:
                 if approval is None:
                     self._ready.set()  # with an answer, the caller waits for the approve node (the first step)
                 try:
-                    campaign.run(approval=approval, on_step=self._on_step)
+                    campaign.run(approval=approval, on_step=self._on_step, by=by)
                 except _StopRequested:
                     pass
                 self._settle(campaign)
@@ -290,24 +290,33 @@ class BackgroundRuns:
 
         return self._launch(campaign_id, lambda: Campaign.resume(campaign_id, db=self.db, lab_budget=lab_budget))
 
-    def approve(self, campaign_id: str, approval: bool | list[str]) -> BackgroundRun:
-        """Answer a pending approval (True: all, False: none, or the job keys to approve) and keep driving."""
+    def approve(self, campaign_id: str, approval: bool | list[str], *, by: str | None = None) -> BackgroundRun:
+        """Answer a pending approval (True: all, False: none, or the job keys to approve) and keep driving.
+
+        ``by`` names who answered (recorded as ``human:NAME``; ``human`` without it); a name that is not valid is
+        refused (``InvalidApprover``) before the campaign is opened.
+        """
         from orchestrator.loop.campaign import Campaign
+        from orchestrator.loop.human_answer import checked_name
 
         if approval is None:
             raise ValueError("give True, False or a list of job keys")
+        by = checked_name(by)
         return self._launch(campaign_id, lambda: Campaign.resume(campaign_id, db=self.db), approval=approval,
-                            check=check_approval)
+                            check=check_approval, by=by)
 
-    def decide(self, campaign_id: str, decision: FailureAction | dict[str, FailureAction]) -> BackgroundRun:
+    def decide(self, campaign_id: str, decision: FailureAction | dict[str, FailureAction], *,
+               by: str | None = None) -> BackgroundRun:
         """Answer failed lab jobs the campaign waits on (one action for all, or job key -> action) and keep driving;
-        returns once the recover node has recorded the ``FailureHandled`` events."""
+        returns once the recover node has recorded the ``FailureHandled`` events. ``by`` is as for ``approve``."""
         from orchestrator.loop.campaign import Campaign
+        from orchestrator.loop.human_answer import checked_name
 
         if not decision:
             raise ValueError("give retry, skip, abort or a mapping of job key to one of them")
+        by = checked_name(by)
         return self._launch(campaign_id, lambda: Campaign.resume(campaign_id, db=self.db), approval=decision,
-                            check=check_decision)
+                            check=check_decision, by=by)
 
     def stop(self, campaign_id: str, *, timeout_s: float = 120.0) -> BackgroundRun:
         """Ask a run to stop after the node it is in, and wait up to ``timeout_s`` for it to let go of the campaign."""
@@ -325,14 +334,14 @@ class BackgroundRuns:
             run.join(timeout_s)
 
     def _launch(self, campaign_id: str, open_campaign: Callable[[], Campaign], approval: Any = None,
-                check: Callable[[Campaign, Any], None] | None = None) -> BackgroundRun:
+                check: Callable[[Campaign, Any], None] | None = None, by: str | None = None) -> BackgroundRun:
         with self._lock:
             current = self._runs.get(campaign_id)
             if current is not None and current.is_active:
                 raise SetupError(f"campaign {campaign_id!r} is already running in this server ({current.state}); "
                                  f"poll its status, or stop it first")
             run = BackgroundRun(campaign_id)
-            run._thread = threading.Thread(target=run._drive, args=(open_campaign, approval, check),
+            run._thread = threading.Thread(target=run._drive, args=(open_campaign, approval, check, by),
                                            name=f"closedloop-{campaign_id}", daemon=True)
             self._runs[campaign_id] = run
         run._thread.start()

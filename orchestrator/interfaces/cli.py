@@ -71,6 +71,7 @@ def run(
     campaign_id: Annotated[str | None, typer.Option("--campaign-id", help="id for a new campaign")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="stop after N graph steps (resumable)")] = None,
     approve: Annotated[str | None, typer.Option(help="answer a pending approval: 'all', 'none' or job keys, comma-separated")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="who answers approvals and failed-job decisions, recorded as human:NAME (default: your login name)")] = None,
     lab_url: Annotated[str | None, typer.Option("--lab-url", help="run against a remote lab server (token from $CLOSEDLOOP_LAB_TOKEN)")] = None,
     planner: Annotated[str | None, typer.Option("--planner", help="main arm: llm, llm-shuffled, bo, bo-sf, cheap-first, botorch, random or a registered arm")] = None,
     model: Annotated[str | None, typer.Option("--model", help="llm arm: provider:model or a .gguf path (default: embedded)")] = None,
@@ -87,6 +88,7 @@ def run(
     from orchestrator.spec import load_spec
 
     try:
+        by = _approver(by)  # a bad --by is refused before anything is opened or written
         if resume:
             if spec is not None:
                 fail("give either SPEC (a new campaign) or --resume CAMPAIGN_ID, not both")
@@ -120,13 +122,13 @@ def run(
                 out.print(f"imported {imported.n_appended} past result(s) from {history} ({imported.source})")
         with campaign:
             answer = _parse_approval(approve)
-            summary = _run_with_progress(campaign, max_steps=max_steps, approval=answer, quiet=as_json)
+            summary = _run_with_progress(campaign, max_steps=max_steps, approval=answer, by=by, quiet=as_json)
             question = campaign.pending_interrupt
             while question is not None and max_steps is None:
-                answer = _answer(question, yes=yes, interactive=sys.stdin.isatty() and not as_json)
+                answer = _answer(question, yes=yes, interactive=sys.stdin.isatty() and not as_json, by=by)
                 if answer is None:
                     break
-                summary = _run_with_progress(campaign, max_steps=None, approval=answer, quiet=as_json)
+                summary = _run_with_progress(campaign, max_steps=None, approval=answer, by=by, quiet=as_json)
                 question = campaign.pending_interrupt
     except ClosedLoopError as exc:
         fail(str(exc))
@@ -153,13 +155,32 @@ def _exit_if_lab_failed(summary: dict[str, Any]) -> None:
               code=EXIT_LAB_FAILED)
 
 
-def _answer(question: dict[str, Any], *, yes: bool, interactive: bool) -> Any:
-    """An answer to a pending interrupt: --yes approves, a terminal asks, otherwise None (the campaign waits)."""
+def _approver(by: str | None) -> str | None:
+    """Who answers in this run: ``--by``, checked (``InvalidApprover``, a closedloop error, if it is not a valid
+    name), else the OS login name, else no name (recorded as plain ``human``)."""
+    import getpass
+
+    from orchestrator.loop.human_answer import InvalidApprover, checked_name
+
+    if by is not None:
+        return checked_name(by)
+    try:
+        return checked_name(getpass.getuser())
+    except (OSError, KeyError, ImportError, InvalidApprover):  # no login name here (e.g. a container's unnamed uid)
+        return None
+
+
+def _answer(question: dict[str, Any], *, yes: bool, interactive: bool, by: str | None = None) -> Any:
+    """An answer to a pending interrupt: --yes approves, a terminal asks, otherwise None (the campaign waits).
+    ``by`` is only shown: the caller passes it to ``Campaign.run`` with the answer."""
+    from orchestrator.loop.human_answer import actor
+
     is_approval = "job_keys" in question
     if yes and is_approval:
         return True
     if not interactive:
         return None
+    console.print(f"(your answer is recorded as by {actor(by)}; set the name with --by)", highlight=False)
     if is_approval:
         for key, label in zip(question["job_keys"], question.get("candidates", []), strict=False):
             console.print(f"  {key}  {label}", highlight=False)
@@ -181,7 +202,7 @@ def _parse_approval(text: str | None) -> Any:
     return [k.strip() for k in text.split(",") if k.strip()]
 
 
-def _run_with_progress(campaign, *, max_steps, approval, quiet: bool) -> dict[str, Any]:
+def _run_with_progress(campaign, *, max_steps, approval, by: str | None = None, quiet: bool) -> dict[str, Any]:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -190,18 +211,22 @@ def _run_with_progress(campaign, *, max_steps, approval, quiet: bool) -> dict[st
         TimeElapsedColumn,
     )
 
+    from orchestrator.interfaces.lab_counts import imported_counts
+
     budget = campaign.spec.budget.lab_experiments
+    n_imported = imported_counts(campaign.ledger, campaign.campaign_id).get(campaign.campaign_id, 0)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console, disable=quiet,
                   transient=False) as progress:
         task = progress.add_task(f"{campaign.campaign_id}: lab experiments", total=budget,
-                                 completed=campaign.ledger.campaign(campaign.campaign_id).n_lab, status="")
+                                 completed=campaign.ledger.campaign(campaign.campaign_id).n_lab - n_imported,
+                                 status="")
 
         def on_step(node: str, _update: dict) -> None:
             row = campaign.ledger.campaign(campaign.campaign_id)
-            progress.update(task, completed=row.n_lab, status=f"{node}")
+            progress.update(task, completed=row.n_lab - n_imported, status=f"{node}")
 
-        summary = campaign.run(max_steps=max_steps, approval=approval, on_step=on_step)
+        summary = campaign.run(max_steps=max_steps, approval=approval, on_step=on_step, by=by)
         progress.update(task, completed=summary["n_lab"], status=summary["status"])
     return summary
 
@@ -340,18 +365,23 @@ def list_campaigns(
     db: DbOption = "closedloop.db",
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list")] = False,
 ) -> None:
-    """List the campaigns in a ledger database."""
+    """List the campaigns in a ledger database: n_lab is the lab experiments each ran; past results imported with
+    --history are counted apart, as imported."""
+    from orchestrator.interfaces.lab_counts import imported_counts, lab_counts
+
     ledger = open_existing(db)
-    rows = [{"campaign_id": c.id, "name": c.name, "status": c.status, "n_lab": c.n_lab, "best_value": c.best_value,
-             "stop_reason": c.stop_reason} for c in ledger.campaigns()]
+    imported = imported_counts(ledger)
+    rows = [{"campaign_id": c.id, "name": c.name, "status": c.status, **lab_counts(c, imported),
+             "best_value": c.best_value, "stop_reason": c.stop_reason} for c in ledger.campaigns()]
     if as_json:
         emit_json(rows)
         return
     table = Table(title=f"campaigns in {db}")
-    for column in ("campaign_id", "name", "status", "n_lab", "best_value"):
+    for column in ("campaign_id", "name", "status", "n_lab", "imported", "best_value"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row["campaign_id"], row["name"], row["status"], str(row["n_lab"]), fmt(row["best_value"]))
+        table.add_row(row["campaign_id"], row["name"], row["status"], str(row["n_lab"]), str(row["n_imported"]),
+                      fmt(row["best_value"]))
     out.print(table)
 
 

@@ -36,6 +36,7 @@ from orchestrator.interfaces.background import (
     pending_approval,
     pending_failure_decision,
 )
+from orchestrator.interfaces.lab_counts import imported_counts, lab_counts
 from vocabulary.domain import ClosedLoopError, import_optional
 
 if TYPE_CHECKING:
@@ -50,11 +51,16 @@ INSTRUCTIONS = (
     "start_campaign (it runs in the background) and poll campaign_status until its run state is finished, "
     "awaiting_approval or paused; campaign_timeline(after_seq=...) reads new ledger events incrementally. When a "
     "batch awaits approval, approve_dispatch (all, or some job_keys) or reject_dispatch answers it; when failed lab "
-    "jobs await a decision (awaiting_decision), decide_failed_jobs answers retry, skip or abort. stop_campaign "
+    "jobs await a decision (awaiting_decision), decide_failed_jobs answers retry, skip or abort; give these answers "
+    "by=<the person's name> for the audit trail. stop_campaign "
     "pauses a campaign cleanly; resume_campaign continues it. campaign_report summarises one."
 )
 
 _PURPOSE = "closedloop mcp"
+
+ByField = Annotated[str | None, Field(
+    description="the name of the person answering, for the audit trail (recorded as human:NAME; non-empty, printable, "
+                "at most 64 characters); null records only 'human'")]
 
 
 def _jsonable(value: Any) -> Any:
@@ -98,13 +104,14 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
 
     def status(campaign_id: str) -> dict[str, Any]:
         row = ledger.campaign(campaign_id)
+        counts = lab_counts(row, imported_counts(ledger, campaign_id))
         run = runs.get(campaign_id)
         n_events = ledger.n_events(campaign_id)
         last = ledger.events(campaign_id, after_seq=n_events - 1)
         is_running_here = run is not None and run.is_active
         return _jsonable({
             "campaign_id": campaign_id, "name": row.name, "status": row.status, "stop_reason": row.stop_reason,
-            "n_lab": row.n_lab, "best_candidate_id": row.best_candidate_id, "best_value": row.best_value,
+            **counts, "best_candidate_id": row.best_candidate_id, "best_value": row.best_value,
             "n_events": n_events, "last_event": {"seq": last[0].seq, "type": last[0].type} if last else None,
             "run": None if run is None else run.as_dict(),
             "pending_approval": None if is_running_here or row.status == "stopped"
@@ -115,12 +122,14 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
 
     @server.tool()
     def list_campaigns() -> dict[str, Any]:
-        """The campaigns in the ledger: id, name, status (running or stopped), lab experiments, best value, and the
-        state of this server's background run of each (null when this server has not driven it)."""
+        """The campaigns in the ledger: id, name, status (running or stopped), lab experiments (n_lab; past results
+        imported from a CSV apart, as n_imported), best value, and the state of this server's background run of each
+        (null when this server has not driven it)."""
         rows = []
+        imported = imported_counts(ledger)
         for c in ledger.campaigns():
             run = runs.get(c.id)
-            rows.append({"campaign_id": c.id, "name": c.name, "status": c.status, "n_lab": c.n_lab,
+            rows.append({"campaign_id": c.id, "name": c.name, "status": c.status, **lab_counts(c, imported),
                          "best_value": c.best_value, "stop_reason": c.stop_reason,
                          "run_state": None if run is None else run.state})
         return _jsonable({"db": db, "campaigns": rows})
@@ -206,10 +215,10 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
                           "last_seq": events[-1].seq if events else after_seq,
                           "n_events": ledger.n_events(campaign_id)})
 
-    def answer(campaign_id: str, approval: bool | list[str]) -> dict[str, Any]:
+    def answer(campaign_id: str, approval: bool | list[str], by: str | None) -> dict[str, Any]:
         known(campaign_id)
         with closedloop_errors():
-            run = runs.approve(campaign_id, approval)
+            run = runs.approve(campaign_id, approval, by=by)
         # the approve node has run (or the run failed): report what it recorded
         recorded = ledger.last_event(campaign_id, "Approved")
         result = status(campaign_id)
@@ -224,17 +233,19 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
         job_keys: Annotated[list[str] | None, Field(
             description="approve only these job keys of the pending batch (the others are denied); all when null")
         ] = None,
+        by: ByField = None,
     ) -> dict[str, Any]:
         """Approve the lab batch a campaign waits on (all of it, or the job_keys given) and keep running it in the
         background. Only a batch the approve node is waiting on can be approved, as with `closedloop run --approve`;
-        the answer is recorded as an Approved event (denied jobs as Rejected)."""
-        return answer(campaign_id, True if job_keys is None else list(job_keys))
+        the answer is recorded as an Approved event (denied jobs as Rejected), approved by human:BY (human without
+        by)."""
+        return answer(campaign_id, True if job_keys is None else list(job_keys), by)
 
     @server.tool()
-    def reject_dispatch(campaign_id: str) -> dict[str, Any]:
+    def reject_dispatch(campaign_id: str, by: ByField = None) -> dict[str, Any]:
         """Deny the whole lab batch a campaign waits on (its candidates are rejected for good; retries are skipped)
-        and keep running the campaign in the background."""
-        return answer(campaign_id, False)
+        and keep running the campaign in the background; recorded as by human:BY (human without by)."""
+        return answer(campaign_id, False, by)
 
     @server.tool()
     def decide_failed_jobs(
@@ -243,17 +254,18 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
             description="one decision for every failed job the campaign waits on")] = None,
         actions: Annotated[dict[str, Literal["retry", "skip", "abort"]] | None, Field(
             description="a decision per job key instead (jobs left out are skipped)")] = None,
+        by: ByField = None,
     ) -> dict[str, Any]:
         """Decide what happens to the failed lab jobs a campaign waits on (lab failure_policy 'ask'): retry them
         (under a new job key, up to the spec's max_retries; beyond it they are skipped), skip them, or abort the
         campaign; then keep running it in the background. As with `closedloop run`'s retry/skip/abort prompt, each
-        decision is recorded as a FailureHandled event decided by a human."""
+        decision is recorded as a FailureHandled event decided by human:BY (human without by)."""
         if (action is None) == (actions is None):
             raise ToolError("give either action (one decision for all failed jobs) or actions (per job key)")
         known(campaign_id)
         before = ledger.count_events(campaign_id, "FailureHandled")
         with closedloop_errors():
-            run = runs.decide(campaign_id, action if action is not None else dict(actions))
+            run = runs.decide(campaign_id, action if action is not None else dict(actions), by=by)
         recorded = ledger.read_events(campaign_id, ["FailureHandled"])[before:]
         result = status(campaign_id)
         result["decided"] = _jsonable([e.payload for e in recorded])

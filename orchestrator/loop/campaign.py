@@ -34,6 +34,7 @@ from langgraph.types import Command, Durability
 from orchestrator.ledger import Ledger, check_sqlite_file
 from orchestrator.loop.context import CampaignContext, build_context
 from orchestrator.loop.graph import build_graph
+from orchestrator.loop.human_answer import checked_name, resume_value
 from orchestrator.loop.importing import HistoryFile, ImportedHistory, history_events
 from orchestrator.loop.lease import CampaignLease
 from orchestrator.loop.resume_policy import recorded_spec, resume_spec
@@ -262,24 +263,32 @@ class Campaign:
         approval: Any = None,
         on_step: Callable[[str, dict[str, Any]], None] | None = None,
         summary: bool = True,
+        by: str | None = None,
     ) -> dict[str, Any]:
         """Run (or continue) the loop until it stops, waits for approval, or ``max_steps`` node runs have passed.
 
         Args:
             max_steps: stop after this many node executions (the campaign stays resumable).
-            approval: the answer to a pending approval interrupt (True, False or a list of job keys).
+            approval: the answer to a pending interrupt: to an approval True, False or a list of job keys; to failed
+                lab jobs "retry", "skip", "abort" or a mapping of job key to one of them.
             on_step: called with (node name, its state update) after every node.
             summary: return the full summary; False returns only ``status()``, which a caller that runs the
                 campaign a step at a time (the environment) reads without folding the whole ledger each time.
+            by: the name of the person giving ``approval`` (non-empty, printable, at most 64 characters), recorded
+                as ``human:NAME`` in ``approved_by`` / ``decided_by`` and as the events' actor; without it, ``human``.
+
+        Raises:
+            InvalidApprover: ``by`` is not a valid name (``orchestrator.loop.human_answer``); nothing is recorded.
 
         Returns:
             The campaign summary (see ``orchestrator.loop.summary.summarise``), or ``status()``.
         """
         done = self.summary if summary else self.status
+        checked_name(by)  # a bad name is refused before the graph runs
         if self.is_finished:
             return done()
         if approval is not None:  # resuming an interrupt: the checkpoint's snapshot decides nothing here
-            graph_input: Any = Command(resume=approval)
+            graph_input: Any = Command(resume=resume_value(approval, by=by))
         elif (snapshot := self.graph.get_state(self.config)).next:
             if self.pending_interrupt is not None:
                 return done()

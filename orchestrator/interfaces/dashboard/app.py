@@ -12,7 +12,8 @@ Routes (all HTML unless said otherwise):
 - ``GET /campaigns/{id}/plots/{name}.png``: a figure (``plots``).
 - ``POST /campaigns/{id}/approve`` (form fields ``job_key``, repeated: those approved, the rest denied; all when
   none is given), ``POST /campaigns/{id}/reject``, ``POST /campaigns/{id}/decide`` (form field ``action``: retry,
-  skip or abort): the answers ``closedloop run`` and ``closedloop mcp`` give, through the same code
+  skip or abort), each with an optional form field ``by`` (who answers; blank: no name, recorded as ``human``,
+  else as ``human:NAME``): the answers ``closedloop run`` and ``closedloop mcp`` give, through the same code
   (``BackgroundRuns.approve`` / ``decide``: resume the campaign, then ``run(approval=...)``), so the spec's policies
   decide what may be answered and the graph records ``Approved`` / ``Rejected`` / ``FailureHandled``. The campaign
   then runs on in this server, as it would in the MCP server.
@@ -217,19 +218,26 @@ def create_app(
 
     @app.post("/campaigns/{campaign_id}/approve", response_class=HTMLResponse)
     def approve(request: Request, campaign_id: str, job_key: Annotated[list[str] | None, Form()] = None,
-                n_jobs: Annotated[int | None, Form()] = None):
+                n_jobs: Annotated[int | None, Form()] = None, by: Annotated[str | None, Form()] = None):
         keys = list(job_key or [])
         # The page's form says how many jobs it listed: all ticked is "approve all" (`--approve all`), none ticked
         # approves none. A client that sends no list approves the whole batch, as MCP's approve_dispatch does.
         approval: bool | list[str] = (keys or True) if n_jobs is None else True if len(keys) == n_jobs else keys
-        return answered(request, campaign_id, lambda: runs.approve(campaign_id, approval))
+        return answered(request, campaign_id, lambda: runs.approve(campaign_id, approval, by=_name(by)))
 
     @app.post("/campaigns/{campaign_id}/reject", response_class=HTMLResponse)
-    def reject(request: Request, campaign_id: str):
-        return answered(request, campaign_id, lambda: runs.approve(campaign_id, False))
+    def reject(request: Request, campaign_id: str, by: Annotated[str | None, Form()] = None):
+        return answered(request, campaign_id, lambda: runs.approve(campaign_id, False, by=_name(by)))
 
     @app.post("/campaigns/{campaign_id}/decide", response_class=HTMLResponse)
-    def decide(request: Request, campaign_id: str, action: Annotated[str, Form()]):
-        return answered(request, campaign_id, lambda: runs.decide(campaign_id, action))
+    def decide(request: Request, campaign_id: str, action: Annotated[str, Form()],
+               by: Annotated[str | None, Form()] = None):
+        return answered(request, campaign_id, lambda: runs.decide(campaign_id, action, by=_name(by)))
 
     return app
+
+
+def _name(by: str | None) -> str | None:
+    """The form's name field: a blank field (the page always sends it) is no name; any other text is checked by
+    ``human_answer.checked_name`` when the answer is given."""
+    return by if by and by.strip() else None

@@ -1,7 +1,9 @@
 """approve: the gate before the lab. A policy approves small batches; ``interrupt`` waits for a human.
 
 A human answers through LangGraph's ``Command(resume=...)`` with ``True`` (all), ``False`` (none), or a list of the
-job keys to approve. Retries of failed jobs are new lab runs, so they pass the gate too.
+job keys to approve, optionally with their name as ``{"answer": ..., "by": NAME}`` (``orchestrator.loop.human_answer``);
+the approval is recorded as by ``human:NAME``, or ``human`` without a name. Retries of failed jobs are new lab runs,
+so they pass the gate too.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from datetime import UTC, datetime
 from langgraph.types import interrupt
 
 from orchestrator.loop.context import CampaignContext
+from orchestrator.loop.human_answer import read_answer
 from orchestrator.loop.jobs import job_key, parse_job_key
 from orchestrator.loop.state import CampaignState
 from orchestrator.space.pool import describe
@@ -33,20 +36,20 @@ def approve(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         items.append(request)  # written with the approval, in one transaction
     else:
         ctx.ledger.append_many(ctx.campaign_id, [request])  # on the record before the graph waits for a person
-        answer = interrupt({
+        answer, approved_by = read_answer(interrupt({
             "campaign_id": ctx.campaign_id,
             "iteration": iteration,
             "job_keys": keys,
             "candidates": [describe(ctx.pool.get(parse_job_key(ctx.campaign_id, k)[0])) for k in keys],
-            "question": "approve these lab jobs? resume with True, False, or a list of job keys",
-        })
+            "question": "approve these lab jobs? resume with True, False, or a list of job keys "
+                        "(or {'answer': one of those, 'by': your name})",
+        }))
         if answer is True:
             approved = keys
         elif answer is False or answer is None:
             approved = []
         else:
             approved = [k for k in keys if k in set(answer)]
-        approved_by = "human"
     denied = [k for k in keys if k not in approved]
     items.append((Approved(iteration=iteration, job_keys=approved, approved_by=approved_by, policy=policy.policy,
                            denied_keys=denied), f"it{iteration}:approved"))

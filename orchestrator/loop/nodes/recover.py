@@ -1,7 +1,9 @@
 """recover: decide what each failed lab job leads to: a retry with back-off, a skip, or an abort.
 
 The lab's ``failure_policy`` decides, or, with ``ask``, a human does through a LangGraph ``interrupt`` answered with
-``{job_key: "retry" | "skip" | "abort"}`` (or one action for all). A retry is a new job key, so the failed run and
+``{job_key: "retry" | "skip" | "abort"}`` (or one action for all), optionally with the person's name as
+``{"answer": ..., "by": NAME}`` (``orchestrator.loop.human_answer``), recorded as decided by ``human:NAME`` (``human``
+without a name). A retry is a new job key, so the failed run and
 its retry both stay in the ledger. Retries are capped by ``max_retries``; then the candidate is skipped.
 """
 
@@ -12,6 +14,7 @@ from langgraph.types import interrupt
 from orchestrator.ledger import LabJobRow
 from orchestrator.loop.context import CampaignContext
 from orchestrator.loop.history import is_failed_job
+from orchestrator.loop.human_answer import read_answer
 from orchestrator.loop.jobs import job_key, parse_job_key
 from orchestrator.loop.state import CampaignState
 from vocabulary.events import FailureHandled, Observed
@@ -32,15 +35,17 @@ def unhandled_failures(ctx: CampaignContext) -> list[Observed]:
     return [f for f in failed if f.status == "failed" and f.provenance == "lab" and f.job_key not in handled]
 
 
-def _human_actions(failures: list[Observed], ctx: CampaignContext) -> dict[str, str]:
-    answer = interrupt({
+def _human_actions(failures: list[Observed], ctx: CampaignContext) -> tuple[dict[str, str], str]:
+    """The action a human chose for each failure, and who chose (``human`` or ``human:NAME``)."""
+    answer, decided_by = read_answer(interrupt({
         "campaign_id": ctx.campaign_id,
-        "question": "lab jobs failed; resume with 'retry', 'skip' or 'abort' (or a mapping of job key to action)",
+        "question": "lab jobs failed; resume with 'retry', 'skip' or 'abort' (or a mapping of job key to action; "
+                    "or {'answer': one of those, 'by': your name})",
         "failures": [{"job_key": f.job_key, "candidate_id": f.candidate_id, "reason": f.reason} for f in failures],
-    })
+    }))
     if isinstance(answer, str):
-        return {f.job_key: answer for f in failures}
-    return {f.job_key: answer.get(f.job_key, "skip") for f in failures}
+        return {f.job_key: answer for f in failures}, decided_by
+    return {f.job_key: answer.get(f.job_key, "skip") for f in failures}, decided_by
 
 
 def recover(state: CampaignState, ctx: CampaignContext) -> CampaignState:
@@ -50,7 +55,7 @@ def recover(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         return {}
     lab = ctx.spec.lab
     if lab.failure_policy == "ask":
-        actions, decided_by = _human_actions(failures, ctx), "human"
+        actions, decided_by = _human_actions(failures, ctx)
     else:
         actions, decided_by = {f.job_key: lab.failure_policy for f in failures}, f"policy:{lab.failure_policy}"
     items = []

@@ -211,3 +211,66 @@ def test_lab_serve_warns_once_when_the_token_travels_in_clear(monkeypatch, caplo
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "plain HTTP" in warnings[0] and "s3cret-token" not in warnings[0]
     assert invoke("lab", "serve", "--host", "0.0.0.0", "--ssl-certfile", "cert.pem").exit_code == 2
+
+
+def _approvers(db, campaign_id):
+    events = json.loads(invoke("show", campaign_id, "--db", db, "--json").stdout)
+    return [(e["payload"]["approved_by"], e["actor"]) for e in events if e["type"] == "Approved"]
+
+
+def test_the_cli_records_who_approved(tmp_path, monkeypatch):
+    import getpass
+
+    from orchestrator.loop.campaign import Campaign
+
+    monkeypatch.setattr(getpass, "getuser", lambda: "labtech")
+    db = tmp_path / "who.db"
+    spec = small_spec(lab_experiments=8, approval__policy="interrupt", planner__control_share=0.0)
+    with Campaign.start(spec, db=db, campaign_id="w") as campaign:  # two batches of four, each waiting for a human
+        campaign.run()
+        assert campaign.pending_interrupt is not None
+    bad = runner.invoke(app, ["run", "--resume", "w", "--db", str(db), "--approve", "all", "--by", "ada\nroot",
+                              "--json"])
+    assert bad.exit_code == 2 and "not printable" in bad.output
+    assert _approvers(db, "w") == []  # the bad name was refused before anything was written
+    named = json.loads(invoke("run", "--resume", "w", "--db", db, "--approve", "all", "--by", "ada", "--json").stdout)
+    assert named["status"] == "awaiting_approval"  # the second batch of the budget waits
+    assert _approvers(db, "w") == [("human:ada", "human:ada")]
+    done = json.loads(invoke("run", "--resume", "w", "--db", db, "--yes", "--json").stdout)
+    assert done["status"] == "stopped"
+    rest = _approvers(db, "w")[1:]
+    assert rest and set(rest) == {("human:labtech", "human:labtech")}  # no --by: the login name
+
+
+def test_without_a_login_name_the_cli_records_plain_human(monkeypatch):
+    import getpass
+
+    from orchestrator.interfaces.cli import _approver
+
+    def nobody():
+        raise OSError("no login name for uid 1234")
+
+    monkeypatch.setattr(getpass, "getuser", nobody)
+    assert _approver(None) is None and _approver(" ada ") == "ada"
+    monkeypatch.setattr(getpass, "getuser", lambda: "x" * 200)  # a login name that is no valid name: none
+    assert _approver(None) is None
+
+
+def test_ls_counts_imported_results_apart_from_lab_experiments(tmp_path):
+    import pandas as pd
+
+    from orchestrator.loop.campaign import Campaign
+    from orchestrator.loop.importing import HistoryFile
+    from tests.conftest import BUCHWALD_SPEC
+
+    past = tmp_path / "past.csv"
+    pd.read_csv(BUCHWALD_SPEC.parent / "data" / "experiment_index.csv").iloc[:20].to_csv(past, index=False)
+    db = tmp_path / "warm.db"
+    spec = small_spec(BUCHWALD_SPEC, lab_experiments=4)
+    with Campaign.start(spec, db=db, campaign_id="warm", history=HistoryFile(past)) as campaign:
+        summary = campaign.run()
+        assert campaign.ledger.campaign("warm").n_lab == 24  # the projection counts every Observed event
+    [row] = json.loads(invoke("ls", "--db", db, "--json").stdout)
+    assert (row["n_lab"], row["n_imported"]) == (summary["n_lab"], summary["n_imported"]) == (4, 20)
+    table = invoke("ls", "--db", db).stdout
+    assert "imported" in table and "20" in table

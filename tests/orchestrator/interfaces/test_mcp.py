@@ -111,8 +111,8 @@ def test_an_agent_starts_a_campaign_watches_it_finish_and_reads_it(tmp_path):
     assert done["status"] == "stopped" and done["n_lab"] == 6 == row.n_lab
     assert [e.type for e in events].count("Dispatched") == 6 and events[-1].type == "CampaignStopped"
     assert listed["campaigns"] == [{"campaign_id": "drive", "name": "buchwald-hartwig-yield", "status": "stopped",
-                                    "n_lab": 6, "best_value": row.best_value, "stop_reason": row.stop_reason,
-                                    "run_state": "finished"}]
+                                    "n_lab": 6, "n_imported": 0, "best_value": row.best_value,
+                                    "stop_reason": row.stop_reason, "run_state": "finished"}]
     # the timeline pages through the whole ledger, in order, with what `closedloop show` prints
     timeline = first["events"] + rest["events"]
     assert [(e["seq"], e["type"]) for e in timeline] == [(e.seq, e.type) for e in events]
@@ -134,7 +134,8 @@ def test_approval_through_mcp_takes_the_cli_path_and_obeys_the_policy(tmp_path):
             waiting = await poll(session, "gate", {"awaiting_approval"})
             keys = waiting["run"]["question"]["job_keys"]
             typo = await call_error(session, "approve_dispatch", campaign_id="gate", job_keys=[keys[0] + "x"])
-            partly = await call(session, "approve_dispatch", campaign_id="gate", job_keys=keys[:-1])
+            bad_name = await call_error(session, "approve_dispatch", campaign_id="gate", by="ada\nroot")
+            partly = await call(session, "approve_dispatch", campaign_id="gate", job_keys=keys[:-1], by="ada")
             again = await poll(session, "gate", {"awaiting_approval"})
             rejected = await call(session, "reject_dispatch", campaign_id="gate")
             status = await poll(session, "gate", {"awaiting_approval", "finished"})
@@ -142,16 +143,19 @@ def test_approval_through_mcp_takes_the_cli_path_and_obeys_the_policy(tmp_path):
                 await call(session, "approve_dispatch", campaign_id="gate")
                 status = await poll(session, "gate", {"awaiting_approval", "finished"})
             too_late = await call_error(session, "approve_dispatch", campaign_id="gate")
-            return waiting, keys, typo, partly, again, rejected, status, too_late
+            return waiting, keys, typo, bad_name, partly, again, rejected, status, too_late
 
-    waiting, keys, typo, partly, again, rejected, status, too_late = anyio.run(agent)
+    waiting, keys, typo, bad_name, partly, again, rejected, status, too_late = anyio.run(agent)
     # nothing reached the lab before the answer, and the gate asked about a whole batch
     assert waiting["n_lab"] == 0 and len(keys) > 1
     assert "not in the pending batch" in typo
+    assert "not printable" in bad_name  # and nothing was recorded: the first Approved is the next answer's
     # the answers are the approve node's own events, as `closedloop run --resume --approve` records them
     approved = types_of(db, "gate", "Approved")
     assert approved[0]["job_keys"] == keys[:-1] and approved[0]["denied_keys"] == [keys[-1]]
-    assert all(a["approved_by"] == "human" and a["policy"] == "interrupt" for a in approved)
+    assert all(a["policy"] == "interrupt" for a in approved)
+    # who answered: the name given with the answer, else plain "human"
+    assert [a["approved_by"] for a in approved] == ["human:ada"] + ["human"] * (len(approved) - 1)
     assert partly["approved"] == approved[0]
     second = again["run"]["question"]["job_keys"]
     assert approved[1]["job_keys"] == [] and approved[1]["denied_keys"] == second
@@ -246,7 +250,7 @@ def test_failed_lab_jobs_are_decided_through_mcp_under_the_clis_policy(tmp_path)
                                     actions={failures[0]["job_key"] + "x": "retry"})
             both = await call_error(session, "decide_failed_jobs", campaign_id="fail", action="skip",
                                     actions={failures[0]["job_key"]: "retry"})
-            retried = await call(session, "decide_failed_jobs", campaign_id="fail", action="retry")
+            retried = await call(session, "decide_failed_jobs", campaign_id="fail", action="retry", by="grace")
             status = await poll(session, "fail", {"awaiting_decision", "finished"})
             while status["run"]["state"] != "finished":
                 await call(session, "decide_failed_jobs", campaign_id="fail", action="skip")
@@ -262,8 +266,9 @@ def test_failed_lab_jobs_are_decided_through_mcp_under_the_clis_policy(tmp_path)
     assert "either action" in both
     # the answers are the recover node's own events, decided by a human, as the CLI's retry/skip/abort prompt records
     handled = types_of(db, "fail", "FailureHandled")
-    assert {h["decided_by"] for h in handled} == {"human"}
     first = [h for h in handled if h["job_key"] in {f["job_key"] for f in failures}]
+    assert {h["decided_by"] for h in first} == {"human:grace"}  # the name given with the decision
+    assert {h["decided_by"] for h in handled if h not in first} <= {"human"}
     assert [h["action"] for h in first] == ["retry"] * len(failures)
     assert retried["decided"] == first
     retries = {d["job_key"] for d in types_of(db, "fail", "Dispatched")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import orchestrator.loop.context as context_module
 from orchestrator.ledger import verify
 from orchestrator.loop.campaign import Campaign
@@ -131,6 +133,24 @@ def test_ask_policy_waits_for_a_human(monkeypatch, tmp_path):
     campaign.close()
     _assert_nothing_lost(events)
     assert {e.payload["decided_by"] for e in events if e.type == "FailureHandled"} == {"human"}
+
+
+def test_a_named_human_decision_records_who_decided(monkeypatch, tmp_path):
+    from orchestrator.loop.human_answer import InvalidApprover
+
+    _with_oracle(monkeypatch, _always_failing_every_other)
+    spec = small_spec(lab_experiments=6, lab__failure_policy="ask", lab__tolerated_failure_rate=1.0)
+    with Campaign.start(spec, db=tmp_path / "who.db", campaign_id="who") as campaign:
+        campaign.run()
+        assert "failures" in campaign.pending_interrupt
+        n_events = campaign.ledger.n_events("who")
+        with pytest.raises(InvalidApprover, match="at most 64"):
+            campaign.run(approval="skip", by="x" * 65)
+        assert campaign.ledger.n_events("who") == n_events  # nothing recorded
+        while campaign.pending_interrupt is not None:
+            campaign.run(approval="skip", by="grace")
+        handled = campaign.ledger.events("who", types=["FailureHandled"])
+    assert handled and {(e.payload["decided_by"], e.actor) for e in handled} == {("human:grace", "human:grace")}
 
 
 def test_pending_aware_dispatch_keeps_the_lab_full_and_drains_it(tmp_path):

@@ -33,3 +33,18 @@
     }
   });
 })();
+
+// The name given with an answer ("by", for the audit trail) is remembered in this browser, so a refreshed panel or
+// the next batch's form is filled with it; a blank field records the answer as plain "human".
+(function () {
+  const KEY = "closedloop.by";
+  function remembered() { try { return localStorage.getItem(KEY) || ""; } catch (e) { return ""; } }
+  function fill() {
+    document.querySelectorAll('input[name="by"]').forEach((input) => { if (!input.value) input.value = remembered(); });
+  }
+  document.addEventListener("input", (event) => {
+    if (event.target.name === "by") { try { localStorage.setItem(KEY, event.target.value); } catch (e) { /* none */ } }
+  });
+  document.addEventListener("htmx:afterSettle", fill);
+  fill();
+})();

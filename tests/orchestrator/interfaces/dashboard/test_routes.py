@@ -125,14 +125,39 @@ def test_approve_in_the_page_records_the_approve_nodes_event(tmp_path):
     app = create_app(ledger)
     with TestClient(app, base_url=LOCAL) as client:
         keys = requested["job_keys"]
-        answered = client.post("/campaigns/gated/approve", data={"job_key": keys[:-1], "n_jobs": len(keys)},
+        assert 'name="by"' in client.get("/campaigns/gated/fragments/approvals").text  # the page asks for a name
+        n_events = ledger.n_events("gated")
+        bad = client.post("/campaigns/gated/approve", data={"n_jobs": len(keys), "by": "x" * 65},
+                          headers={"HX-Request": "true", "Origin": LOCAL})
+        assert bad.status_code == 200 and 'class="error"' in bad.text and "at most 64" in bad.text
+        assert ledger.n_events("gated") == n_events  # the bad name recorded nothing
+        answered = client.post("/campaigns/gated/approve",
+                               data={"job_key": keys[:-1], "n_jobs": len(keys), "by": "ada"},
                                headers={"HX-Request": "true", "Origin": LOCAL})
         assert answered.status_code == 200 and "answer recorded" in answered.text
         app.state.runs.get("gated").join(timeout_s=120)
-    approved = ledger.events("gated", types=["Approved"])[0].payload
+    approved = ledger.events("gated", types=["Approved"])[0]
     ledger.close()
-    assert approved["job_keys"] == keys[:-1] and approved["denied_keys"] == [keys[-1]]
-    assert approved["approved_by"] == "human" and approved["policy"] == "interrupt"
+    assert approved.payload["job_keys"] == keys[:-1] and approved.payload["denied_keys"] == [keys[-1]]
+    assert approved.payload["policy"] == "interrupt"
+    assert approved.payload["approved_by"] == "human:ada" and approved.actor == "human:ada"
+
+
+def test_imported_past_results_are_shown_apart_from_lab_experiments(tmp_path):
+    import pandas as pd
+
+    from orchestrator.loop.importing import HistoryFile
+    from tests.conftest import BUCHWALD_SPEC
+
+    past = tmp_path / "past.csv"
+    pd.read_csv(BUCHWALD_SPEC.parent / "data" / "experiment_index.csv").iloc[:5].to_csv(past, index=False)
+    spec = small_spec(BUCHWALD_SPEC, lab_experiments=4, approval__policy="interrupt", planner__control_share=0.0)
+    with Campaign.start(spec, db=tmp_path / "warm.db", campaign_id="warm", history=HistoryFile(past)) as campaign:
+        campaign.run()  # waits at the first approval: no lab experiment yet, 5 imported
+    with TestClient(create_app(tmp_path / "warm.db"), base_url=LOCAL) as client:
+        listing, page = client.get("/").text, client.get("/campaigns/warm").text
+    assert '<td class="n-lab">0 <span class="imported">(+5 imported)</span></td>' in listing
+    assert '<td id="n-lab">0 of 4, after 5 imported past results</td>' in page
 
 
 def _closedloop(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
