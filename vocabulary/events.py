@@ -233,7 +233,7 @@ class Approved(EventPayload):
     type: ClassVar[str] = "Approved"
     iteration: int
     job_keys: list[str]
-    approved_by: str
+    approved_by: str = Field(description="'policy:auto', 'human', or 'human:<name>' when the person gave a name")
     policy: str
     denied_keys: list[str] = Field(default_factory=list)
 
@@ -282,7 +282,7 @@ class FailureHandled(EventPayload):
     arm: str
     action: Literal["retry", "skip", "abort"]
     reason: str = Field(description="why the job failed, as the lab said")
-    decided_by: str = Field(description="'policy:<name>' or 'human'")
+    decided_by: str = Field(description="'policy:<name>', 'human', or 'human:<name>' when the person gave a name")
     attempt: int = Field(description="1 for the first run of a candidate")
     retry_key: str | None = None
     not_before_s: float | None = Field(default=None, description="lab clock before which the retry may not start, s")
