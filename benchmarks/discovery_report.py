@@ -58,7 +58,7 @@ def dataset_table(report: dict) -> list[str]:
                      f"{'' if af is None else f'{af:.2f}'} | {ratio} | {cost_days:.4g} | {s['wall_s']:.1f} |")
     lines.append("")
     lines.append(f"Pool {report['pool_size']} candidates ({report['n_csv_rows']} CSV rows), top-1 % = "
-                 f"{report['n_top1']} candidates, top-5 % = {report['n_top5']}; {report['seeds']} seeds, budget "
+                 f"{report['n_top1']} candidates, top-5 % = {report['n_top5']}; {seeds_caption(report)}, budget "
                  f"{budget} lab experiments in batches of {report['batch']} (a run that never hits counts {budget + 1}); "
                  f"best in pool {report['best_in_pool']:.4g} ({report['best_at_budget_unit']}); "
                  f"features: {report['n_features']}, kernel {report['kernel']}.")
@@ -108,6 +108,23 @@ def goal_table(reports: dict[str, dict], datasets: dict) -> list[str]:
     return lines
 
 
+
+def arms_by_seed_count(report: dict) -> dict[int, list[str]]:
+    """The cell's arms grouped by how many seeds each ran (arms re-run with fewer seeds are merged into a cell),
+    most seeds first."""
+    groups: dict[int, list[str]] = {}
+    for arm in report["config"]["arms"]:
+        n = len(report["arms"][arm]["per_seed"]["seeds"]) if arm in report["arms"] else report["seeds"]
+        groups.setdefault(n, []).append(arm)
+    return dict(sorted(groups.items(), reverse=True))
+
+
+def seeds_caption(report: dict) -> str:
+    """"20 seeds", or "20 seeds (llm, llm-shuffled: 5)" when some arms ran fewer."""
+    (most, _), *others = arms_by_seed_count(report).items()
+    extra = "; ".join(f"{', '.join(arms)}: {n}" for n, arms in others)
+    return f"{most} seeds" + (f" ({extra})" if extra else "")
+
 def render(results_dir: Path, out: Path, datasets: dict, command_line) -> None:
     template = (Path(__file__).parent / "RESULTS.template.md").read_text()
     reports = {name: json.loads((results_dir / f"discovery_{name}.json").read_text())
@@ -119,13 +136,26 @@ def render(results_dir: Path, out: Path, datasets: dict, command_line) -> None:
             sections += [f"### {d['title']}", "", "(not run yet)", ""]
             continue
         report = json.loads(path.read_text())
-        sections += [f"### {d['title']}", "", *dataset_table(report), "",
-                     f"`{command_line(name, list(report['config']['arms']), report['seeds'])}`", ""]
+        sections += [f"### {d['title']}", "", *dataset_table(report), ""]
+        for n_seeds, arms in arms_by_seed_count(report).items():
+            sections += [f"`{command_line(name, arms, n_seeds)}`", ""]
     text = template.replace("{{DISCOVERY_TABLES}}", "\n".join(sections).rstrip() + "\n")
     text = text.replace("{{GOAL_TABLE}}", "\n".join(goal_table(reports, datasets)))
     analysis = Path(__file__).parent / "RESULTS.analysis.md"
     text = text.replace("{{ANALYSIS}}", analysis.read_text().strip() if analysis.exists() else "")
-    # The scale section belongs to benchmarks/scale.py: keep whatever it wrote there.
+    # The sections after the discovery tables belong to other benchmarks (orchestration, environment throughput,
+    # scale): keep whatever they wrote, from the first top-level heading the template does not have.
     previous = out.read_text() if out.exists() else ""
-    scale = previous[previous.index(SCALE_HEADING):] if SCALE_HEADING in previous else f"{SCALE_HEADING}\n\n{SCALE_PLACEHOLDER}\n"
-    out.write_text(text.rstrip() + "\n\n" + scale.rstrip() + "\n")
+    kept = _sections_not_in(previous, template) or f"{SCALE_HEADING}\n\n{SCALE_PLACEHOLDER}\n"
+    out.write_text(text.rstrip() + "\n\n" + kept.rstrip() + "\n")
+
+
+def _sections_not_in(previous: str, template: str) -> str:
+    """``previous`` from its first ``## `` heading that ``template`` lacks to the end; "" when there is none."""
+    headings = {line for line in template.splitlines() if line.startswith("## ")}
+    offset = 0
+    for line in previous.splitlines(keepends=True):
+        if line.startswith("## ") and line.rstrip("\n") not in headings:
+            return previous[offset:]
+        offset += len(line)
+    return ""
