@@ -197,10 +197,10 @@ class Ledger:
     def __init__(self, engine: Engine, url: str | None = None, *, migrate: bool = True):
         self.engine = engine
         if migrate:
-            from orchestrator.ledger.migrations import upgrade
+            from orchestrator.ledger.migrations import upgrade_when_free
 
             try:
-                upgrade(engine)
+                upgrade_when_free(engine)
             except OperationalError as exc:
                 raise LedgerError(f"cannot open the ledger database {self.url}: {exc.orig or exc}") from None
         self._lock = threading.RLock()
@@ -584,10 +584,12 @@ def _configure_sqlite(engine: Engine, *, is_file: bool) -> None:
     def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised by every test
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
+        # The busy timeout first: switching a new file to WAL waits for a lock too, and another process may hold it
+        # for seconds while it creates the schema (several campaigns opening one new ledger at once).
+        cursor.execute("PRAGMA busy_timeout=30000")
         if is_file:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
 
     @sa_event.listens_for(engine, "begin")

@@ -14,16 +14,18 @@ Operators can run the same migrations with the ``alembic`` command::
 
 from __future__ import annotations
 
+import time
 from functools import cache
 from pathlib import Path
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 
 from vocabulary.domain import import_optional
 
 __all__ = ["BASELINE", "HEAD", "INI", "SCRIPT_LOCATION", "alembic_config", "current_revision", "head_revision",
-           "upgrade"]
+           "upgrade", "upgrade_when_free"]
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
 INI = SCRIPT_LOCATION / "alembic.ini"
@@ -89,3 +91,25 @@ def _recorded_revision(connection: Connection) -> str | None:
         return None
     found = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
     return found[0] if len(found) == 1 else None
+
+
+OPEN_ATTEMPTS = 8
+"""Tries at migrating a ledger that SQLite reports locked; the waits between them double from 0.1 s to 2 s (about
+7 s in all) on top of the busy timeout."""
+
+
+def upgrade_when_free(engine: Engine) -> str:
+    """``upgrade``, tried again while SQLite says the database is locked; other errors are raised at once.
+
+    Several processes opening one new SQLite ledger at once (campaigns fanned out over Ray) race to create its
+    schema. Most waits go through the busy timeout, but SQLite reports some lock conflicts at once (a WAL switch, or
+    a read turned write meeting another writer), and those are worth another try rather than a failed campaign.
+    """
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            return upgrade(engine)
+        except OperationalError as exc:
+            if "locked" not in str(exc.orig or exc) or attempt + 1 == OPEN_ATTEMPTS:
+                raise
+            time.sleep(min(0.1 * 2**attempt, 2.0))
+    raise AssertionError("unreachable")

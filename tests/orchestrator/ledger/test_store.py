@@ -117,3 +117,51 @@ def test_campaign_best_is_current_while_running(ledger):
     row = ledger.campaign("m")
     assert (row.best_candidate_id, row.best_value, row.status) == ("c1", 1.0, "running")
     assert verify(ledger, "m").is_identical
+
+
+def test_opening_a_new_ledger_waits_while_another_process_holds_its_lock(tmp_path):
+    """Several campaigns opening one new ledger at once (Ray fan-out): the WAL switch waits for the lock like any
+    statement, instead of failing after sqlite3's default 5 s."""
+    import sqlite3
+    import threading
+
+    from orchestrator.ledger import Ledger
+
+    path = tmp_path / "busy.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")  # as another opener creating the schema would
+    release = threading.Timer(6.0, lambda: holder.execute("COMMIT"))
+    release.start()
+    try:
+        ledger = Ledger.open(path)
+        ledger.close()
+    finally:
+        release.join()
+        holder.close()
+
+
+def test_a_ledger_sqlite_reports_locked_at_once_is_migrated_on_a_later_try(tmp_path, monkeypatch):
+    """SQLite reports some lock conflicts without waiting; opening tries again instead of failing the campaign."""
+    from sqlalchemy.exc import OperationalError
+
+    from orchestrator.ledger import Ledger, migrations
+    from orchestrator.ledger.errors import LedgerError
+
+    real_upgrade, calls = migrations.upgrade, []
+
+    def locked_twice(engine):
+        calls.append(1)
+        if len(calls) <= 2:
+            raise OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked"))
+        return real_upgrade(engine)
+
+    monkeypatch.setattr(migrations, "upgrade", locked_twice)
+    Ledger.open(tmp_path / "a.db").close()
+    assert len(calls) == 3
+
+    def broken(engine):
+        raise OperationalError("SELECT", {}, Exception("no such table: event"))
+
+    monkeypatch.setattr(migrations, "upgrade", broken)
+    with pytest.raises(LedgerError, match="no such table"):  # other errors are not retried
+        Ledger.open(tmp_path / "b.db")
