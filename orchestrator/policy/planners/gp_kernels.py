@@ -59,12 +59,27 @@ def kernel_classes() -> dict[str, type]:
 
         _slice_input = slice_input
 
+        def forward(self, X, Z=None, diag=False):
+            if diag:
+                return self._diag(X)
+            return self.covariance(X, Z, variance=self.variance, lengthscale=self.lengthscale)
+
+        def covariance(self, X, Z=None, *, variance, lengthscale):
+            """pyro's Matérn-5/2 formula with the (constrained) hyperparameters passed in, so that a fit can
+            evaluate it on its raw parameters without pyro's per-access parameter machinery."""
+            r2 = self._square_scaled_dist_by(X, Z, lengthscale)
+            sqrt5_r = 5**0.5 * (r2 + 1e-12).sqrt()  # pyro's _torch_sqrt: no NaN gradient at 0
+            return variance * (1 + sqrt5_r + (5 / 3) * r2) * torch.exp(-sqrt5_r)
+
         def _square_scaled_dist(self, X, Z=None):
-            if self.lengthscale.dim() == 0:
-                return cached(self, "_cached_square_dist", X, Z, self._sliced_square_dist) / self.lengthscale**2
+            return self._square_scaled_dist_by(X, Z, self.lengthscale)
+
+        def _square_scaled_dist_by(self, X, Z, lengthscale):
+            if lengthscale.dim() == 0:
+                return cached(self, "_cached_square_dist", X, Z, self._sliced_square_dist) / lengthscale**2
             # ARD: one lengthscale per feature, so the inputs are scaled before the distance (nothing to cache).
-            A = self._slice_input(X) / self.lengthscale
-            return self._square_dist(A, None if Z is None else self._slice_input(Z) / self.lengthscale)
+            A = self._slice_input(X) / lengthscale
+            return self._square_dist(A, None if Z is None else self._slice_input(Z) / lengthscale)
 
         def _sliced_square_dist(self, X, Z):
             return self._square_dist(self._slice_input(X), None if Z is None else self._slice_input(Z))
@@ -93,7 +108,11 @@ def kernel_classes() -> dict[str, type]:
         def forward(self, X, Z=None, diag=False):
             if diag:
                 return self.variance.expand(X.size(0))
-            return self.variance * cached(self, "_cached_similarity", X, Z, self._similarity)
+            return self.covariance(X, Z, variance=self.variance)
+
+        def covariance(self, X, Z=None, *, variance):
+            """The kernel with its (constrained) variance passed in, as ``Matern52.covariance``."""
+            return variance * cached(self, "_cached_similarity", X, Z, self._similarity)
 
         def _similarity(self, X, Z):
             A = self._slice_input(X)

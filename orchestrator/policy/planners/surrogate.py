@@ -3,7 +3,7 @@
 The surrogate standardises y, fits the kernel variance, the lengthscale (``matern52`` only: one shared, or one per
 feature with ``ard=True``) and the noise variance by maximising the exact marginal likelihood in float64 (Adam on
 pyro's unconstrained parameters, the loss evaluated in closed form rather than through pyro's ELBO, which is the same
-objective; L-BFGS on request), or with ``priors=True`` the posterior under BoTorch's default priors (MAP), and keeps
+objective; L-BFGS on request, with the gradient in closed form too: ``gp_gradients``), or with ``priors=True`` the posterior under BoTorch's default priors (MAP), and keeps
 those hyperparameters as plain floats. Every posterior, the fitted one included, is built from those floats by one code path, so
 ``GPSurrogate.from_hyperparameters`` reproduces a fitted surrogate's predictions bit for bit, and fantasies
 (Kriging-believer batches, pending experiments) reuse the hyperparameters without refitting.
@@ -22,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import warnings
 from typing import TYPE_CHECKING, Any, Literal
@@ -48,6 +50,16 @@ _DEFAULT_NOISE = 1e-2
 
 
 # --------------------------------------------------------------------------------------------------- checks
+@functools.lru_cache(maxsize=8)
+def _rebuilt(X_bytes: bytes, X_shape: tuple[int, int], y_bytes: bytes, hyperparameters_json: str) -> GPSurrogate:
+    """The posterior on (X, y) with these hyperparameters, shared by the rebuilds of one step (the plan, the screen
+    and an environment's offer rebuild it from the same recorded state). A surrogate is never modified after it is
+    built, so sharing it is safe; JSON keeps every float exactly."""
+    X = np.frombuffer(X_bytes, dtype=float).reshape(X_shape).copy()  # writable, as torch.as_tensor wants
+    y = np.frombuffer(y_bytes, dtype=float).copy()
+    return GPSurrogate(X, y, json.loads(hyperparameters_json))
+
+
 def _as_features(X: Any, what: str, n_features: int | None = None) -> np.ndarray:
     X = np.asarray(X, dtype=float)
     if X.ndim != 2:
@@ -223,7 +235,10 @@ class GPSurrogate:
         if isinstance(h.get("lengthscale"), list) and len(h["lengthscale"]) != X.shape[1]:
             raise SetupError(f"the hyperparameters have {len(h['lengthscale'])} lengthscales but X has {X.shape[1]} "
                              "features; refit the surrogate on these features")
-        return cls(X, y, h)
+        if cls is not GPSurrogate:
+            return cls(X, y, h)
+        X, y = np.ascontiguousarray(X, dtype=float), np.ascontiguousarray(y, dtype=float)
+        return _rebuilt(X.tobytes(), X.shape, y.tobytes(), json.dumps(h))
 
     def fantasize(self, X_new: np.ndarray) -> GPSurrogate:
         """Return the posterior after believing that y equals the posterior mean at the rows of ``X_new``.

@@ -302,3 +302,16 @@ def test_missing_pyro_gives_the_install_hint(monkeypatch, sine):
     monkeypatch.setitem(sys.modules, "pyro", None)
     with pytest.raises(SetupError, match=r'pip install "closedloop\[bayes\]"'):
         GPSurrogate.fit(*sine)
+
+
+def test_rebuilds_on_the_same_data_share_one_posterior(sine, sine_surrogate):
+    X, y = sine
+    stored = json.loads(json.dumps(sine_surrogate.hyperparameters))
+    first = GPSurrogate.from_hyperparameters(X, y, stored)
+    assert GPSurrogate.from_hyperparameters(X.copy(), y.copy(), dict(stored)) is first
+    other = GPSurrogate.from_hyperparameters(X, y + 1.0, stored)
+    assert other is not first
+    X_new = np.array([[0.25], [2.0]])
+    fresh = GPSurrogate(X, y, stored)  # the uncached constructor
+    for got, expected in zip(first.predict(X_new), fresh.predict(X_new), strict=True):
+        np.testing.assert_array_equal(got, expected)
