@@ -153,8 +153,10 @@ def main(argv: list[str] | None = None) -> None:
             arms = [a for a in arms if a not in ("cheap-first", "bo-sf") or DATASETS[name]["rungs"]]
             print(f"== {name}: {command_line(name, arms, args.seeds)}", file=sys.stderr, flush=True)
             path = RESULTS / f"discovery_{name}.json"
+            new = run_dataset(name, arms, args.seeds, args.workers)
+            # read after the run, not before: another run may have re-run other arms of this cell meanwhile
             old = json.loads(path.read_text()) if path.exists() else None
-            report = merge(old, run_dataset(name, arms, args.seeds, args.workers), commit)
+            report = merge(old, new, commit)
             path.write_text(json.dumps(report, indent=1) + "\n")
     render(RESULTS, ROOT / "RESULTS.md", DATASETS, command_line)
 

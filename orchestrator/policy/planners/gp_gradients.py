@@ -72,6 +72,13 @@ def loss_and_gradient(inputs: GPLossInputs, raw_noise: float, raw_variance: floa
     ``raw_lengthscale`` is a 0-d or 1-d array for Matérn-5/2 (one shared lengthscale, or one per feature) and None
     for Tanimoto. Raises ``numpy.linalg.LinAlgError`` when the covariance has no Cholesky factor.
     """
+    # a line-search trial step may overflow; the loss is then NaN, silently, as autograd's would be
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _loss_and_gradient(inputs, raw_noise, raw_variance, raw_lengthscale)
+
+
+def _loss_and_gradient(inputs: GPLossInputs, raw_noise: float, raw_variance: float,
+                       raw_lengthscale: np.ndarray | None) -> tuple[float, float, float, np.ndarray | None]:
     X, y = inputs.X, inputs.y
     n = X.shape[0]
     exp_noise = math.exp(raw_noise)
