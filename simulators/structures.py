@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import warnings
 from collections.abc import Iterator, Mapping
@@ -206,9 +205,7 @@ def oxidation_state_guesses(composition: Composition) -> tuple[dict[str, float],
     """pymatgen's ``composition.oxi_state_guesses()`` (charge-balanced guesses, most probable first), remembered in
     this process by the composition's species and amounts in their order, so that the composition rung and the
     rubric's ``stoichiometry`` scorer enumerate a formula's oxidation states once between them (tens of ms for a
-    formula with many combinations, seconds for a few), and on this machine across processes
-    (``simulators.oxidation_cache``, keyed by pymatgen's version too). Do not change what it returns; pymatgen's
-    errors are raised, not remembered.
+    formula with many combinations). Do not change what it returns; pymatgen's errors are raised, not remembered.
 
     Example:
         >>> from pymatgen.core import Composition
@@ -218,25 +215,10 @@ def oxidation_state_guesses(composition: Composition) -> tuple[dict[str, float],
     key = tuple((str(species), float(amount)) for species, amount in composition.items())
     found = _GUESSES.get(key)
     if found is None:
-        from simulators.oxidation_cache import shared_store
-
-        store = shared_store()
-        disk_key = f"pymatgen {_pymatgen_version()} {json.dumps(key)}"
-        found = store.get(disk_key) if store is not None else None
-        if found is None:
-            found = composition.oxi_state_guesses()
-            if store is not None:
-                store.put(disk_key, found)
+        found = composition.oxi_state_guesses()
         if len(_GUESSES) < _GUESSES_MAX:
             _GUESSES[key] = found
     return found
-
-
-@lru_cache(maxsize=1)
-def _pymatgen_version() -> str:
-    from importlib.metadata import version
-
-    return version("pymatgen")
 
 
 def ionic_oxidation_states(composition: Composition) -> dict[str, float] | None:

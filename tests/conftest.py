@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# Tests neither read nor fill the user's per-machine caches (simulators.oxidation_cache).
-os.environ.setdefault("CLOSEDLOOP_CACHE_DIR", tempfile.mkdtemp(prefix="closedloop-test-cache-"))
 
 ROOT = Path(__file__).resolve().parents[1]
 FREESOLV_SPEC = ROOT / "campaigns" / "freesolv" / "campaign.toml"
