@@ -25,9 +25,9 @@ __all__ = ["charge_balanced_guesses"]
 
 def _occurrence(element: str, states) -> dict[int, float]:
     """ICSD occurrence probability of each oxidation state of ``element`` (0 when unlisted), as pymatgen reads it."""
+    from monty.serialization import loadfn
     from pymatgen.core import Composition, Species
     from pymatgen.core.composition import MODULE_DIR
-    from monty.serialization import loadfn
 
     if Composition.oxi_prob is None:  # pymatgen loads the table on first use, into the class; do the same
         data = loadfn(f"{MODULE_DIR}/icsd_bv.yaml")
