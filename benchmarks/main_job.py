@@ -56,7 +56,8 @@ def run_seed(spec: Path, seed: int, extra: list[str]) -> dict:
             "best_value": (summary.get("best") or {}).get("value"), "best_arm": (summary.get("best") or {}).get("arm"),
             "measured": summary.get("measured"),
             "acceleration": summary.get("acceleration"), "main_beats_control": summary.get("main_beats_control"),
-            "paired_experiments": summary.get("paired_experiments"), "best_level": summary.get("best_level"),
+            "paired_experiments": summary.get("paired_experiments"), "pairings": summary.get("pairings"),
+            "best_level": summary.get("best_level"),
             "experiments_to_best_level": summary.get("experiments_to_best_level"),
             "arms": summary.get("arms"), "planner_stats": summary.get("planner_stats"),
             "compute_s": summary.get("compute_s"), "command": " ".join(command[1:4] + command[5:6] + extra),
@@ -81,7 +82,7 @@ def render(report: dict) -> str:
     rows = report["runs"]
     ok = [r for r in rows if "error" not in r]
     lines = [f"{report['spec']} {' '.join(report['extra'])} (commit {report['code_commit']}, {report['date']})", "",
-             "| seed | hit | lab experiments | best value (arm) | paired | acceleration | main beats control | "
+             "| seed | hit | lab experiments | best value (arm) | paired (pairings) | acceleration | main beats control | "
              "llm fallback share | llm differs from bo | llm lab picks bo would not make |",
              "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for r in rows:
@@ -92,7 +93,7 @@ def render(report: dict) -> str:
         llm = next((v for v in stats.values() if v), {})  # the model-backed arm that ran (llm or llm-shuffled)
         best_arm = f" ({r['best_arm']})" if r.get("best_arm") else ""
         lines.append(f"| {r['seed']} | {'yes' if r['is_hit'] else 'no'} | {r['n_lab']} | {r['best_value']:.3g}{best_arm} | "
-                     f"{_fmt(r.get('paired_experiments'))} | {_fmt(r['acceleration'])} | {_fmt(r['main_beats_control'])} | "
+                     f"{_fmt(r.get('paired_experiments'))}{_pairings(r)} | {_fmt(r['acceleration'])} | {_fmt(r['main_beats_control'])} | "
                      f"{_fmt(llm.get('fallback_share'))} | {_fmt(llm.get('differs_from_bo_share'))} | "
                      f"{llm.get('n_lab_differs_from_bo', '—')} of {llm.get('n_lab', '—')} |")
     accelerations = [r["acceleration"] for r in ok if r.get("acceleration") is not None]
@@ -103,6 +104,11 @@ def render(report: dict) -> str:
                   f"acceleration {np.median(accelerations) if accelerations else float('nan'):.3g} over "
                   f"{len(accelerations)} seeds"]
     return "\n".join(lines)
+
+
+def _pairings(run: dict) -> str:
+    """" (n)": the pairings the acceleration averages over; none in results from before they were averaged."""
+    return f" ({run['pairings']})" if run.get("pairings") else ""
 
 
 def _fmt(value) -> str:

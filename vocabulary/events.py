@@ -445,10 +445,12 @@ class ArmsCompared(EventPayload):
     """The running comparison of the main arm against the control, after each batch of new lab results.
 
     The arms are compared paired by dispatch, at the best level either reached (``summary.arm_comparison``):
-    ``paired_experiments`` results per arm, ``best_level`` the better of their best (clipped) utilities on them,
-    ``experiments_to_best_level`` each arm's paired results up to the first that reaches it (one more than it had
-    when it never did), and ``acceleration`` the control's over the main arm's (>=1: the main arm got there no
-    later); None without a pair.
+    ``paired_experiments`` results per arm; in each pairing the level is the better of their best (clipped)
+    utilities on them and each arm's count its paired results up to the first that reaches it (one more than it
+    had when it never did). The figures average over the ``pairings``: ``best_level`` is the median level,
+    ``experiments_to_best_level`` each arm's geometric-mean count and ``acceleration`` the geometric mean of the
+    control's count over the main arm's (>=1: the main arm got there no later); None without a pair. Ledgers
+    written before ``pairings`` hold one drawn pairing's integer counts.
 
     Ledgers written before the paired comparison hold ``main_experiments_to_control_best`` and
     ``control_experiments_to_its_best`` instead, and their ``acceleration`` is the ratio of those (biased against
@@ -462,9 +464,12 @@ class ArmsCompared(EventPayload):
     n_lab: dict[str, int] = Field(default_factory=dict, description="ok lab results per arm")
     best_utility: dict[str, float] = Field(default_factory=dict, description="best lab utility per arm")
     best_level: float | None = Field(default=None, description="the best utility either arm reached on its paired results")
-    experiments_to_best_level: dict[str, int] = Field(
-        default_factory=dict, description="per arm, its paired results up to the first at the best level (n + 1: never)")
+    experiments_to_best_level: dict[str, float] = Field(
+        default_factory=dict,
+        description="per arm, its paired results up to the first at the best level (n + 1: never), geometric mean "
+                    "over the pairings")
     paired_experiments: int | None = Field(default=None, description="paired results per arm")
+    pairings: int | None = Field(default=None, description="pairings averaged over (older ledgers: one, not recorded)")
     acceleration: float | None = None
     main_experiments_to_control_best: int | None = Field(default=None, description="older ledgers only")
     control_experiments_to_its_best: int | None = Field(default=None, description="older ledgers only")

@@ -266,19 +266,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def _comparison_sentence(summary: dict[str, Any]) -> str:
-    """The main arm against the control in one sentence (``summary.arm_comparison``)."""
-    verdict = f"main arm {'beat' if summary['main_beats_control'] else 'did not beat'} the control"
-    if summary.get("acceleration") is None:
-        return f"{verdict}: no lab results of both arms to pair."
-    reached = summary["experiments_to_best_level"]
-    n = summary["paired_experiments"]
+    """The main arm against the control in one sentence (``summary.comparison_sentence``)."""
+    from orchestrator.loop.summary import comparison_sentence
 
-    def after(arm: str) -> str:
-        return f"after {reached[arm]}" if reached[arm] <= n else f"not in {n}"
-
-    return (f"{verdict}: on {n} results each, paired by dispatch, it reached the best level either arm reached "
-            f"(utility {fmt(summary['best_level'])}) {after(summary['main_arm'])} experiments, the control "
-            f"{after(summary['control_arm'])}; acceleration {summary['acceleration']:.2f}×.")
+    return comparison_sentence(summary)
 
 
 # --------------------------------------------------------------------------------------------------- serving (cli_serve)

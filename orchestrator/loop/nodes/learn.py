@@ -146,5 +146,6 @@ def _arms_compared(ctx: CampaignContext, iteration: int, history) -> ArmsCompare
         best_level=comparison["best_level"],
         experiments_to_best_level=comparison["experiments_to_best_level"],
         paired_experiments=comparison["paired_experiments"],
+        pairings=comparison["pairings"],
         acceleration=comparison["acceleration"],
     )

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from orchestrator.ledger import verify
+from orchestrator.loop import summary
 from orchestrator.loop.campaign import Campaign
 from orchestrator.loop.nodes.plan import settle_conflicts
 from orchestrator.loop.nodes.reward import criterion_scores
@@ -286,3 +287,67 @@ def test_a_ledger_with_settled_conflicts_exports_imports_and_replays(tmp_path):
     finally:
         source.close()
         target.close()
+
+
+def test_the_figures_average_over_every_pairing_so_a_hit_left_out_of_one_draw_still_counts():
+    # The control anchors (fewer results alone); the main results at iterations 1, 2 and 4 all meet its result at
+    # iteration 3, so there are three pairings. Only the one that draws the main arm's hit (iteration 2, inside the
+    # window -0.5) has it ahead (3/2); the others have it behind (2/3). One drawn pairing says 2/3 or 3/2 by the seed;
+    # the average says (2/3 · 3/2 · 2/3)^(1/3) whatever the seed.
+    rows = [("m0", "bo", -5, -5, 0), ("c0", "random", -4, -4, 0), ("m1", "bo", -3, -3, 1),
+            ("m2", "bo", -0.3, -0.3, 2), ("c3", "random", -2, -2, 3), ("m4", "bo", -6, -6, 4)]
+    for seed in range(5):
+        comparison = arm_comparison(rows, "bo", "random", seed=seed, ceiling=-0.5)
+        assert comparison["pairings"] == 3 and comparison["paired_experiments"] == 2
+        assert comparison["acceleration"] == pytest.approx((2 / 3) ** (1 / 3))
+        assert comparison["experiments_to_best_level"] == pytest.approx({"bo": 18 ** (1 / 3), "random": 12 ** (1 / 3)})
+        assert comparison["best_level"] == -2 and comparison["main_beats_control"] is False
+
+
+def test_beyond_max_pairings_a_seeded_sample_of_them_is_averaged(monkeypatch):
+    monkeypatch.setattr(summary, "MAX_PAIRINGS", 4)
+    # two control anchors, each met by one of three main results: 9 pairings, 4 drawn
+    rows = [(f"m{i}", "bo", -i, -i, i) for i in (0, 1, 2, 4, 5, 6)] + [("c3", "random", -2.5, -2.5, 3),
+                                                                       ("c7", "random", -3.5, -3.5, 7)]
+    first = [arm_comparison(rows, "bo", "random", seed=seed) for seed in range(6)]
+    again = [arm_comparison(rows, "bo", "random", seed=seed) for seed in range(6)]
+    assert first == again and all(c["pairings"] == 4 for c in first)
+    assert len({c["acceleration"] for c in first}) > 1  # the sample depends on the seed
+    monkeypatch.setattr(summary, "MAX_PAIRINGS", 9)
+    exact = {arm_comparison(rows, "bo", "random", seed=seed)["acceleration"] for seed in range(6)}
+    assert len(exact) == 1  # all nine: no seed left in it
+
+
+def _asynchronous_a_a_campaigns(slots: tuple[str, ...], n_campaigns: int = 1000, tolerance: float = 0.5):
+    """Synthetic A/A campaigns on a lab that frees one slot at a time: a first batch of all ``slots``, then one
+    dispatch per iteration, the arms taking turns in shuffled rounds of ``slots``; draws are exchangeable, succeed more
+    often as the shared state grows, and the campaign stops at the first hit. Yields each campaign's rows."""
+    rng = np.random.default_rng(1)
+    for _ in range(n_campaigns):
+        rows = [(f"0-{j}", str(arm), u, u, 0) for j, arm in enumerate(rng.permutation(slots))
+                for u in [-rng.uniform(0, tolerance) if rng.random() < 0.03 else -tolerance - rng.exponential(4)]]
+        iteration, is_done = 1, any(r[3] >= -tolerance for r in rows)
+        while not is_done and iteration < 200:
+            for arm in rng.permutation(slots):
+                is_done = rng.random() < min(0.9, 0.01 * (iteration + 1))
+                u = -rng.uniform(0, tolerance) if is_done else -tolerance - rng.exponential(4 / (1 + iteration / 4))
+                rows.append((str(iteration), str(arm), u, u, iteration))
+                iteration += 1
+                if is_done:
+                    break
+        yield rows
+
+
+@pytest.mark.parametrize("slots", [("main", "main", "main", "control"), ("main", "main", "control", "control")],
+                         ids=["3:1", "2:2"])
+def test_an_asynchronous_a_a_split_is_a_draw_and_averaging_the_pairings_lowers_the_noise(slots, monkeypatch):
+    campaigns = list(_asynchronous_a_a_campaigns(slots))
+    averaged = np.array([arm_comparison(rows, "main", "control", seed=seed, ceiling=-0.5)["acceleration"]
+                         for seed, rows in enumerate(campaigns)])
+    monkeypatch.setattr(summary, "MAX_PAIRINGS", 1)  # one drawn pairing: the comparison before it averaged
+    one_draw = np.array([arm_comparison(rows, "main", "control", seed=seed, ceiling=-0.5)["acceleration"]
+                         for seed, rows in enumerate(campaigns)])
+    for accelerations in (averaged, one_draw):
+        assert abs(np.mean(accelerations > 1) - np.mean(accelerations < 1)) < 0.1
+        assert 0.9 <= np.exp(np.mean(np.log(accelerations))) <= 1.1
+    assert np.std(np.log(averaged)) < 0.93 * np.std(np.log(one_draw))
