@@ -130,13 +130,13 @@ def comparison_sentence(summary: dict[str, Any]) -> str:
     pairings = summary.get("pairings") or 1
 
     def after(arm: str) -> str:
-        return f"after {reached[arm]:.3g}" if reached[arm] <= n else f"not in {n}"
+        return f"after {reached[arm]:.3g}" if pairings > 1 or reached[arm] <= n else f"not in {n}"
 
+    averaged = f" (geometric means over {pairings} pairings, {n + 1} where an arm never got there)"
     return (f"{verdict}: on {n} results each, paired by dispatch, it reached the best level either arm reached "
             f"(utility {summary['best_level']:.3g}{', median' if pairings > 1 else ''}) "
             f"{after(summary['main_arm'])} experiments, the control {after(summary['control_arm'])}"
-            f"{f' (geometric means over {pairings} pairings)' if pairings > 1 else ''}; "
-            f"acceleration {summary['acceleration']:.2f}×.")
+            f"{averaged if pairings > 1 else ''}; acceleration {summary['acceleration']:.2f}×.")
 
 
 def comparison_ceiling(objective: ObjectiveSpec) -> float | None:

@@ -11,7 +11,11 @@ from orchestrator.loop import summary
 from orchestrator.loop.campaign import Campaign
 from orchestrator.loop.nodes.plan import settle_conflicts
 from orchestrator.loop.nodes.reward import criterion_scores
-from orchestrator.loop.summary import arm_comparison, measured_order
+from orchestrator.loop.summary import (
+    arm_comparison,
+    comparison_sentence,
+    measured_order,
+)
 from orchestrator.policy.planners import register_planner
 from orchestrator.spec import validate_spec
 from vocabulary.domain import Proposal
@@ -302,6 +306,10 @@ def test_the_figures_average_over_every_pairing_so_a_hit_left_out_of_one_draw_st
         assert comparison["acceleration"] == pytest.approx((2 / 3) ** (1 / 3))
         assert comparison["experiments_to_best_level"] == pytest.approx({"bo": 18 ** (1 / 3), "random": 12 ** (1 / 3)})
         assert comparison["best_level"] == -2 and comparison["main_beats_control"] is False
+    sentence = comparison_sentence({**comparison, "main_arm": "bo", "control_arm": "random"})
+    assert sentence == ("main arm did not beat the control: on 2 results each, paired by dispatch, it reached the best "
+                        "level either arm reached (utility -2, median) after 2.62 experiments, the control after 2.29 "
+                        "(geometric means over 3 pairings, 3 where an arm never got there); acceleration 0.87×.")
 
 
 def test_beyond_max_pairings_a_seeded_sample_of_them_is_averaged(monkeypatch):
