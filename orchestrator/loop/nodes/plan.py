@@ -75,6 +75,23 @@ def _rejected_for_good(ctx: CampaignContext) -> set[str]:
     return {e.payload["candidate_id"] for e in events if e.payload["candidate_id"] and "duplicate" not in e.payload["reason"]}
 
 
+def _provenance(ctx: CampaignContext, history) -> tuple[tuple[str, int, str], ...]:
+    """Per lab result (``history.results`` order): (arm, dispatch iteration, source), source ``"anchor"`` or
+    ``"fallback"`` as its ``Proposed`` record says, else ``"pick"``. Folded incrementally from the ledger."""
+    resources = getattr(ctx, "resources", None)
+    seen, sources = (resources.get("pick_sources") if resources is not None else None) or (0, {})
+    head = ctx.ledger.head_seq(ctx.campaign_id)
+    if head > seen:
+        for event in ctx.ledger.events(ctx.campaign_id, after_seq=seen):
+            if event.type == Proposed.type and (event.payload.get("is_anchor") or event.payload.get("is_fallback")):
+                key = (event.payload["arm"], event.payload["candidate_id"])
+                sources[key] = "anchor" if event.payload.get("is_anchor") else "fallback"
+        if resources is not None:
+            resources["pick_sources"] = (head, sources)
+    return tuple((arm, iteration, sources.get((arm, cid), "pick"))
+                 for (cid, arm, _, _), iteration in zip(history.results, history.iterations, strict=True))
+
+
 def _grow_by_mutation(ctx: CampaignContext, iteration: int, history) -> list:
     """Open spaces: add edits of the best lab results so far (of the seed library before any) to the pool."""
     from orchestrator.policy.generation import neighbours
@@ -151,6 +168,8 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration),
         ladder=ladder_view(ctx),
         proposals_per_slot=spec.planner.proposals_per_slot if has_proxy else 1,
+        provenance=(_provenance(ctx, history) if any(getattr(ctx.planners[arm], "reads_provenance", False)
+                                                      for arm in ctx.arms if slots.get(arm, 0)) else None),
     )
     per_slot = context.proposals_per_slot
     proposals_by_arm: dict[str, list] = {}

@@ -26,7 +26,8 @@ The graph, per ``propose`` call::
 - ``finish`` returns the model's picks, then the anchors: when the screen weighs several proposals per lab slot
   (``PlanningContext.proposals_per_slot`` > 1), bo's first pick per slot is proposed beside the model's
   (``Proposal.is_anchor``; the model's shortlist leaves them out), so a model pick reaches the lab only by beating
-  bo's on the screen's evidence.
+  bo's on the screen's evidence. With one proposal per slot nothing but the lab can weigh a pick, so bo's top picks
+  fill the slots the model has not earned: its share follows its lab track record against them (``model_share``).
 
 Every proposal records ``is_bo_pick``: whether bo, planning the same state for the same ``n``, proposed it too.
 ``planner_stats`` turns that into the share of the model's picks that differ from bo.
@@ -90,8 +91,9 @@ class LLMPlanner:
             campaign's ``bo`` arm (``make_planner("bo", spec)``).
         anchors: when the screen weighs several proposals per lab slot (``PlanningContext.proposals_per_slot`` >
             1), one proposal per slot is bo's pick (``Proposal.is_anchor``), the model chooses the rest, and the
-            screen decides on the ladder's evidence which reach the lab (``anchor_count``). False: the model chooses
-            every proposal.
+            screen decides on the ladder's evidence which reach the lab; with one proposal per slot, the model's
+            share of the slots follows its lab track record against bo's picks (``anchor_count``). False: the
+            model chooses every proposal.
 
     Example:
         >>> planner = LLMPlanner()  # the embedded model, loaded on first use
@@ -104,6 +106,8 @@ class LLMPlanner:
     """The campaign fits its GP for this arm: the shortlist, the predictions and the fallbacks read it."""
     uses_ladder = True
     """The campaign surveys its proxy rungs for this arm: the shortlist (bo's) and the prompt's rung columns use them."""
+    reads_provenance = True
+    """The campaign tells this arm which lab results were its model's picks and which bo's anchors (its track record)."""
 
     def __init__(
         self,
@@ -138,6 +142,8 @@ class LLMPlanner:
         self.bo_planner = bo_planner
         self.anchors = anchors
         self._warned_tools = False
+        self.track_record: tuple[float, float] | None = None
+        """(wins, losses) of the model's lab results against the anchors at the last one-per-slot plan."""
         self.last_run: dict[str, Any] = {}
         """Facts about the last ``propose``: keys, counts of valid/repaired/fallback proposals (for benchmarks)."""
 
@@ -199,17 +205,39 @@ class LLMPlanner:
         return context
 
     def anchor_count(self, context: PlanningContext, n: int) -> int:
-        """How many of ``n`` proposals are bo's anchors: one per lab slot when the screen weighs several proposals
-        per slot (``n // proposals_per_slot``), else none (nothing would weigh the model's picks against them).
+        """How many of ``n`` proposals are bo's anchors.
+
+        - The screen weighs several proposals per slot: one anchor per lab slot (``n // proposals_per_slot``), and
+          the ladder's evidence decides which proposals reach the lab.
+        - One proposal per slot: nothing checks a model pick before the lab does, so the lab arbitrates. The model
+          gets a share of the slots set by its track record against the anchors (``model_share``: a seeded Thompson
+          draw, at least one slot each), and bo's top picks fill the rest. A context that does not track which
+          results were whose (``provenance`` None, e.g. a direct call outside a campaign) gives no anchors.
 
         Example:
             >>> from types import SimpleNamespace
             >>> planner = LLMPlanner()
-            >>> planner.anchor_count(SimpleNamespace(proposals_per_slot=3), 9), planner.anchor_count(SimpleNamespace(proposals_per_slot=1), 4)
-            (3, 0)
+            >>> fresh = SimpleNamespace(proposals_per_slot=1, provenance=(), utilities=(), seed=0, iteration=1)
+            >>> untracked = SimpleNamespace(proposals_per_slot=1, provenance=None)
+            >>> planner.anchor_count(SimpleNamespace(proposals_per_slot=3), 9), 1 <= planner.anchor_count(fresh, 4) <= 3
+            (3, True)
+            >>> planner.anchor_count(untracked, 4)
+            0
         """
+        if not self.anchors:
+            return 0
         per_slot = int(getattr(context, "proposals_per_slot", 1) or 1)
-        return n // per_slot if self.anchors and per_slot > 1 else 0
+        if per_slot > 1:
+            return n // per_slot
+        if getattr(context, "provenance", None) is None:
+            return 0
+        from orchestrator.policy.planners.model_share import model_slots, track_record
+        from orchestrator.seeding import derive_rng
+
+        wins, losses = track_record(context.provenance, context.utilities)
+        self.track_record = (wins, losses)
+        rng = derive_rng(context.seed, context.iteration, "plan", "llm-model-share")
+        return n - model_slots(n, wins, losses, rng)
 
     def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
         context = self.planning_context(context)
@@ -219,7 +247,7 @@ class LLMPlanner:
         run = ProposeRun(self, context, n, self.anchor_count(context, n))
         graph = run.build_graph()
         final = graph.invoke({}, {"recursion_limit": 20 + 2 * self.max_tool_steps + 3 * self.max_repair_rounds})
-        self.last_run = run.summary(final)
+        self.last_run = {**run.summary(final), "track_record": self.track_record}
         return final["proposals"]
 
 

@@ -153,6 +153,39 @@ def test_planner_stats_count_fallbacks_and_picks_bo_would_not_have_made(tmp_path
     assert summary["planner_stats"] == stats
 
 
+def test_without_a_screen_the_lab_splits_each_batch_between_the_model_and_bos_anchors(tmp_path, monkeypatch):
+    from orchestrator.loop.history import lab_history
+    from orchestrator.loop.nodes.plan import _provenance
+
+    model = ToolUsingPolicyModel(responses=[])
+    monkeypatch.setattr("orchestrator.policy.planners.llm_models.load_chat_model", lambda *args, **kwargs: model)
+    spec = small_spec(lab_experiments=12, planner__main="llm", planner__control=None, planner__control_share=0.0,
+                      planner__proposals_per_slot=1, planner__batch_size=4, planner__model="openai:scripted")
+    with Campaign.start(spec, db=tmp_path / "lab.db", campaign_id="lab") as campaign:
+        summary = campaign.run()
+        events = campaign.ledger.events("lab")
+        history = lab_history(campaign.ctx)
+        provenance = _provenance(campaign.ctx, history)
+        fresh = _provenance(type("Ctx", (), {"ledger": campaign.ledger, "campaign_id": "lab"})(), history)
+    assert summary["n_lab"] == 12
+    proposed = [e.payload for e in events if e.type == "Proposed"]
+    by_iteration: dict[int, list] = {}
+    for p in proposed:
+        by_iteration.setdefault(p["iteration"], []).append(p)
+    assert len(proposed) == len({p["candidate_id"] for p in proposed}) >= 12
+    for batch in by_iteration.values():
+        n_anchor = sum(p["is_anchor"] for p in batch)
+        if len(batch) > 1:
+            assert 1 <= n_anchor <= len(batch) - 1, "the model and bo each keep a slot"
+        assert all(p["is_bo_pick"] for p in batch if p["is_anchor"])
+    assert any(len(batch) > 1 for batch in by_iteration.values())
+    # Every lab result knows whose pick it was, the same whether folded as the campaign went or read at once.
+    anchors = {p["candidate_id"] for p in proposed if p["is_anchor"]}
+    assert provenance == fresh and len(provenance) == len(history.results) == 12
+    assert [source == "anchor" for _, _, source in provenance] == [r[0] in anchors for r in history.results]
+    assert summary["planner_stats"]["llm"]["n_lab_anchor"] == len(anchors)
+
+
 def test_planner_stats_on_hand_written_proposals(ledger):
     from vocabulary.events import LLMCall, Proposed
 

@@ -230,11 +230,47 @@ def test_with_several_proposals_per_slot_each_slot_gets_bos_pick_as_an_anchor_an
     assert bo_6[0] not in {p.candidate.id for p in picks} and len(picks) == 4
     assert any("surrogate's pick" in e for e in repaired.last_run["errors"]) or repaired.last_run["n_repair_rounds"] == 1
 
-    # Off: the model chooses all six; one proposal per slot: nothing to weigh an anchor against, so none either.
+    # Off: the model chooses all six; one proposal per slot outside a campaign (no record of whose results are
+    # whose): no anchors either.
     off = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer(*[f"c{k:02d}" for k in range(6)])]), anchors=False)
     assert not any(p.is_anchor for p in off.propose(context, 6))
     single = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer("c00", "c01")]))
     assert not any(p.is_anchor for p in single.propose(warm_context, 2))
+
+
+def _record(context, model_wins: bool):
+    """Provenance pairing the lab results two by two, one batch each: the model's pick is the worse of each pair
+    (or the better, with ``model_wins``), bo's anchor the other."""
+    order = np.argsort(context.utilities)
+    sources = {}
+    for k in range(len(order) // 2):
+        low, high = int(order[k]), int(order[-1 - k])
+        sources[low], sources[high] = ("anchor", "pick") if model_wins else ("pick", "anchor")
+        sources[low], sources[high] = ("llm", k, sources[low]), ("llm", k, sources[high])
+    return tuple(sources[i] for i in range(len(order)))
+
+
+@pytest.mark.parametrize("model_wins", [False, True])
+def test_with_one_proposal_per_slot_the_models_share_follows_its_lab_record_and_bo_fills_the_rest(warm_context,
+                                                                                                   model_wins):
+    import dataclasses
+
+    context = dataclasses.replace(warm_context, provenance=_record(warm_context, model_wins))
+    wins, losses = (6.0, 0.0) if model_wins else (0.0, 6.0)
+    n_model = 3 if model_wins else 1
+    planner = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer(*[f"c{k:02d}" for k in range(n_model)])]))
+    proposals = planner.propose(context, 4)
+    anchors = [p for p in proposals if p.is_anchor]
+    own = [p for p in proposals if not p.is_anchor]
+    assert planner.last_run["track_record"] == (wins, losses)
+    assert len(own) == n_model and not any(p.is_fallback for p in own), "the model's share of the four slots"
+    assert [p.candidate.id for p in anchors] == bo_batch(context, 4)[: 4 - n_model], "bo's top picks fill the rest"
+    assert not {p.candidate.id for p in own} & {p.candidate.id for p in anchors}
+
+    # No batch with both sources yet: a uniform prior, each side keeps a slot.
+    fresh = dataclasses.replace(warm_context, provenance=tuple(("llm", k, "pick") for k in range(len(warm_context.observed))))
+    split = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer("c00", "c01", "c02")])).anchor_count(fresh, 4)
+    assert 1 <= split <= 3
 
 
 def test_a_model_that_picks_the_last_shortlist_entry_gets_it(warm_context):
