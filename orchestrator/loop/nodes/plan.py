@@ -76,7 +76,7 @@ def _rejected_for_good(ctx: CampaignContext) -> set[str]:
 
 
 def _provenance(ctx: CampaignContext, history) -> tuple[tuple[str, int, str], ...]:
-    """Per lab result (``history.results`` order): (arm, dispatch iteration, source), source ``"anchor"`` or
+    """Per lab result (``history.results`` order): (arm, dispatch seq, source), source ``"anchor"`` or
     ``"fallback"`` as its ``Proposed`` record says, else ``"pick"``. Folded incrementally from the ledger."""
     resources = getattr(ctx, "resources", None)
     seen, sources = (resources.get("pick_sources") if resources is not None else None) or (0, {})
@@ -88,8 +88,8 @@ def _provenance(ctx: CampaignContext, history) -> tuple[tuple[str, int, str], ..
                 sources[key] = "anchor" if event.payload.get("is_anchor") else "fallback"
         if resources is not None:
             resources["pick_sources"] = (head, sources)
-    return tuple((arm, iteration, sources.get((arm, cid), "pick"))
-                 for (cid, arm, _, _), iteration in zip(history.results, history.iterations, strict=True))
+    return tuple((arm, seq, sources.get((arm, cid), "pick"))
+                 for (cid, arm, _, _), seq in zip(history.results, history.dispatched_seqs, strict=True))
 
 
 def _grow_by_mutation(ctx: CampaignContext, iteration: int, history) -> list:

@@ -45,7 +45,7 @@ class PlanningContext:
     """Proposals asked for per lab slot: more than one when the screen ranks them on a proxy rung's evidence
     (``n`` then counts ``slots × proposals_per_slot``)."""
     provenance: tuple[tuple[str, int, str], ...] | None = None
-    """Per lab result in ``observed`` (same order): (arm, dispatch iteration, source), source ``"pick"``, ``"anchor"``
+    """Per lab result in ``observed`` (same order): (arm, dispatch seq, source), source ``"pick"``, ``"anchor"``
     (bo's pick for an llm arm's slot) or ``"fallback"``; None when the caller does not track it (the llm arm then
     has no track record to split one-per-slot batches by, and its model chooses every proposal)."""
 

@@ -234,7 +234,8 @@ class LLMPlanner:
         from orchestrator.policy.planners.model_share import model_slots, track_record
         from orchestrator.seeding import derive_rng
 
-        wins, losses = track_record(context.provenance, context.utilities)
+        block = int(getattr(getattr(getattr(context, "spec", None), "planner", None), "batch_size", 0) or n)
+        wins, losses = track_record(context.provenance, context.utilities, block)
         self.track_record = (wins, losses)
         rng = derive_rng(context.seed, context.iteration, "plan", "llm-model-share")
         return n - model_slots(n, wins, losses, rng)

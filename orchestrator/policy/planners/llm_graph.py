@@ -88,7 +88,9 @@ class ProposeRun:
             self.planner._warned_tools = True
             log.warning("llm planner: max_tool_steps=%d needs a model that calls tools (a provider model); this one "
                         "gets the tool results in its prompt instead", self.planner.max_tool_steps)
-        if self.planner.max_tool_steps > 0 and self._supports_tools():
+        if self.n == 0:  # every slot is bo's anchor this time: no model call
+            graph.add_edge("gather", "finish")
+        elif self.planner.max_tool_steps > 0 and self._supports_tools():
             from langgraph.prebuilt import ToolNode
 
             graph.add_node("agent", self.agent)
@@ -384,11 +386,12 @@ class ProposeRun:
         proposals = [
             Proposal(candidate=pool.candidates[a["index"]], arm=self.planner.name, hypothesis=a["hypothesis"],
                      rationale=a["rationale"], expected=a["expected"], is_bo_pick=a["index"] in bo_picks)
-            for a in state["accepted"][: self.n]
+            for a in (state.get("accepted") or [])[: self.n]
         ]
+        judge = "the screen" if int(getattr(self.context, "proposals_per_slot", 1) or 1) > 1 else "the lab"
         anchors = [p.model_copy(update={
             "arm": self.planner.name, "is_anchor": True, "is_bo_pick": True,
-            "rationale": f"anchor: bo's pick for a lab slot, weighed by the screen against the model's picks ({p.rationale})",
+            "rationale": f"anchor: bo's pick for a lab slot, weighed by {judge} against the model's picks ({p.rationale})",
         }) for p in self.anchors]
         return {"proposals": proposals + anchors + list(state.get("fallbacks") or [])}
 

@@ -2,9 +2,10 @@
 
 With one proposal per lab slot (no proxy rung for the screen to rank by), nothing checks a model pick before it
 costs a lab experiment. The arm then splits its slots between the model and bo's anchors (bo's top picks on the
-same state) by the model's **track record**: within each past batch that had both, how often a model pick's lab
-result beat an anchor's. One batch is one pseudo-observation (the share of model-anchor pairs the model won, ties
-half), so a big batch does not count as many independent trials. A Beta(1, 1) prior over "a model pick beats
+same state) by the model's **track record**: within each block of ``batch_size`` consecutive lab results of the arm
+(a synchronous batch, or an asynchronous run of one-slot plans) that had both, how often a model pick's lab result
+beat an anchor's. One block is one pseudo-observation (the share of model-anchor pairs the model won, ties half), so
+a big batch does not count as many independent trials. A Beta(1, 1) prior over "a model pick beats
 bo's" gives the posterior; one seeded Thompson draw from it sets the model's share of this batch's slots.
 
 - The model always keeps at least one slot of two or more (it can earn trust back) and bo at least one (the
@@ -29,29 +30,41 @@ PRIOR = (1.0, 1.0)
 """Beta prior (wins, losses) of "a model pick's lab result beats an anchor's": uniform."""
 
 
-def track_record(provenance: Sequence[tuple[str, int, str]], utilities: Sequence[float]) -> tuple[float, float]:
-    """(wins, losses) of model picks against anchors: one pseudo-observation per (arm, batch) with both.
+def track_record(provenance: Sequence[tuple[str, int, str]], utilities: Sequence[float],
+                 block: int) -> tuple[float, float]:
+    """(wins, losses) of model picks against anchors: one pseudo-observation per block with both.
+
+    A block is ``block`` consecutive lab results of one arm in dispatch order (the batch size): a synchronous
+    campaign's batch, or an asynchronous campaign's run of one-slot plans made on nearly the same state.
 
     Args:
-        provenance: per lab result, (arm, dispatch iteration, source) with source ``"pick"`` (the arm's own),
-            ``"anchor"`` (bo's pick for an llm arm's slot) or ``"fallback"`` (ignored).
+        provenance: per lab result, (arm, dispatch seq, source) with source ``"pick"`` (the arm's own),
+            ``"anchor"`` (bo's pick for an llm arm's slot) or ``"fallback"`` (ignored); a negative seq (an imported
+            result) is ignored.
         utilities: the lab results' utilities (higher is better), in the same order.
+        block: lab results per block, at least 1.
 
     Example:
-        >>> track_record([("llm", 1, "pick"), ("llm", 1, "anchor"), ("llm", 1, "anchor"), ("bo", 1, "pick")],
-        ...              [3.0, 1.0, 5.0, 9.0])
+        >>> track_record([("llm", 4, "pick"), ("llm", 2, "anchor"), ("llm", 3, "anchor"), ("bo", 1, "pick")],
+        ...              [3.0, 1.0, 5.0, 9.0], block=4)
         (0.5, 0.5)
     """
-    batches: dict[tuple[str, int], dict[str, list[float]]] = defaultdict(lambda: {"pick": [], "anchor": []})
-    for (arm, iteration, source), utility in zip(provenance, utilities, strict=True):
-        if source in ("pick", "anchor"):
-            batches[(arm, iteration)][source].append(float(utility))
+    if len(provenance) != len(utilities):
+        raise ValueError(f"{len(provenance)} provenance entries for {len(utilities)} lab results")
+    by_arm: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
+    for (arm, seq, source), utility in zip(provenance, utilities, strict=True):
+        if seq >= 0 and source in ("pick", "anchor"):
+            by_arm[arm].append((seq, source, float(utility)))
     wins = losses = 0.0
-    for batch in batches.values():
-        picks, anchors = np.asarray(batch["pick"]), np.asarray(batch["anchor"])
-        if picks.size and anchors.size:
-            share = float(((picks[:, None] > anchors[None, :]) + 0.5 * (picks[:, None] == anchors[None, :])).mean())
-            wins, losses = wins + share, losses + 1.0 - share
+    for results in by_arm.values():
+        results.sort()
+        for start in range(0, len(results), max(int(block), 1)):
+            chunk = results[start:start + max(int(block), 1)]
+            picks = np.asarray([u for _, source, u in chunk if source == "pick"])
+            anchors = np.asarray([u for _, source, u in chunk if source == "anchor"])
+            if picks.size and anchors.size:
+                share = float(((picks[:, None] > anchors[None, :]) + 0.5 * (picks[:, None] == anchors[None, :])).mean())
+                wins, losses = wins + share, losses + 1.0 - share
     return wins, losses
 
 

@@ -239,14 +239,16 @@ def test_with_several_proposals_per_slot_each_slot_gets_bos_pick_as_an_anchor_an
 
 
 def _record(context, model_wins: bool):
-    """Provenance pairing the lab results two by two, one batch each: the model's pick is the worse of each pair
-    (or the better, with ``model_wins``), bo's anchor the other."""
+    """Provenance pairing the lab results two by two, dispatched pair after pair (so a block of the batch size, 4,
+    holds two pairs): the model's pick is the worse of each pair (or the better, with ``model_wins``), bo's anchor
+    the other, and the lows of two pairs are below both highs."""
     order = np.argsort(context.utilities)
+    block = context.spec.planner.batch_size
     sources = {}
     for k in range(len(order) // 2):
         low, high = int(order[k]), int(order[-1 - k])
-        sources[low], sources[high] = ("anchor", "pick") if model_wins else ("pick", "anchor")
-        sources[low], sources[high] = ("llm", k, sources[low]), ("llm", k, sources[high])
+        first, second = ("anchor", "pick") if model_wins else ("pick", "anchor")
+        sources[low], sources[high] = ("llm", block * k, first), ("llm", block * k + 1, second)
     return tuple(sources[i] for i in range(len(order)))
 
 
@@ -256,7 +258,7 @@ def test_with_one_proposal_per_slot_the_models_share_follows_its_lab_record_and_
     import dataclasses
 
     context = dataclasses.replace(warm_context, provenance=_record(warm_context, model_wins))
-    wins, losses = (6.0, 0.0) if model_wins else (0.0, 6.0)
+    wins, losses = (3.0, 0.0) if model_wins else (0.0, 3.0)  # 12 results: three blocks
     n_model = 3 if model_wins else 1
     planner = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer(*[f"c{k:02d}" for k in range(n_model)])]))
     proposals = planner.propose(context, 4)
@@ -266,6 +268,14 @@ def test_with_one_proposal_per_slot_the_models_share_follows_its_lab_record_and_
     assert len(own) == n_model and not any(p.is_fallback for p in own), "the model's share of the four slots"
     assert [p.candidate.id for p in anchors] == bo_batch(context, 4)[: 4 - n_model], "bo's top picks fill the rest"
     assert not {p.candidate.id for p in own} & {p.candidate.id for p in anchors}
+
+    # A single slot that the draw gives to bo: its anchor, and no model call.
+    silent = ScriptedChatModel(responses=[])
+    lone = LLMPlanner(chat_model=silent)
+    lone.anchor_count = lambda context, n: n
+    [only] = lone.propose(context, 1)
+    assert only.is_anchor and "weighed by the lab" in only.rationale and not silent.prompts
+    assert only.candidate.id == bo_batch(context, 1)[0]
 
     # No batch with both sources yet: a uniform prior, each side keeps a slot.
     fresh = dataclasses.replace(warm_context, provenance=tuple(("llm", k, "pick") for k in range(len(warm_context.observed))))

@@ -8,20 +8,24 @@ import pytest
 from orchestrator.policy.planners.model_share import model_slots, track_record
 
 
-def test_a_batch_is_one_pseudo_observation_of_the_share_of_pairs_the_model_won():
-    provenance = [("llm", 1, "pick"), ("llm", 1, "anchor"), ("llm", 1, "anchor"), ("llm", 1, "anchor"),
-                  ("llm", 2, "pick"), ("llm", 2, "pick"), ("llm", 2, "anchor")]
-    wins, losses = track_record(provenance, [5.0, 1.0, 5.0, 9.0, 3.0, 7.0, 3.0])
-    # batch 1: beats 1, ties 5, loses to 9 -> 0.5; batch 2: ties 3, beats 3 -> 0.75
+def test_a_block_is_one_pseudo_observation_of_the_share_of_pairs_the_model_won():
+    # observed out of dispatch order: blocks follow the dispatch seq
+    provenance = [("llm", 12, "pick"), ("llm", 10, "anchor"), ("llm", 11, "anchor"), ("llm", 13, "anchor"),
+                  ("llm", 21, "pick"), ("llm", 20, "pick"), ("llm", 22, "anchor"), ("llm", 23, "anchor")]
+    wins, losses = track_record(provenance, [5.0, 1.0, 5.0, 9.0, 3.0, 7.0, 3.0, 3.0], block=4)
+    # block 1 (seqs 10-13): beats 1, ties 5, loses to 9 -> 0.5; block 2 (20-23): 3 ties 3 twice, 7 beats both -> 0.75
     assert (wins, losses) == pytest.approx((1.25, 0.75))
+    # one-slot plans of an asynchronous lab: each iteration has one source, blocks of the batch size still pair them
+    one_slot = [("llm", seq, "pick" if seq % 2 else "anchor") for seq in range(8)]
+    assert track_record(one_slot, [0.0, 1.0] * 4, block=4) == (2.0, 0.0)
+    assert track_record(one_slot, [0.0, 1.0] * 4, block=1) == (0.0, 0.0)
 
 
 def test_fallbacks_other_arms_and_batches_without_both_sources_do_not_count():
-    provenance = [("llm", 1, "pick"), ("llm", 1, "fallback"), ("bo", 1, "pick"), ("llm", 2, "anchor"),
-                  ("llm", -1, "pick"), ("bo", 3, "pick"), ("llm", 3, "anchor")]
-    assert track_record(provenance, [1.0, 9.0, 9.0, 0.0, 9.0, 9.0, 0.0]) == (0.0, 0.0)
-    with pytest.raises(ValueError):
-        track_record(provenance[:2], [1.0])
+    provenance = [("llm", 1, "pick"), ("llm", 2, "fallback"), ("bo", 3, "anchor"), ("llm", -1, "anchor")]
+    assert track_record(provenance, [1.0, 9.0, 9.0, 9.0], block=4) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="2 provenance entries for 1 lab results"):
+        track_record(provenance[:2], [1.0], block=2)
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 8])
