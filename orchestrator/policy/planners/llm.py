@@ -210,8 +210,9 @@ class LLMPlanner:
         - The screen weighs several proposals per slot: one anchor per lab slot (``n // proposals_per_slot``), and
           the ladder's evidence decides which proposals reach the lab.
         - One proposal per slot: nothing checks a model pick before the lab does, so the lab arbitrates. The model
-          gets a share of the slots set by its track record against the anchors (``model_share``: a seeded Thompson
-          draw, at least one slot each), and bo's top picks fill the rest. A context that does not track which
+          gets one exploration slot per batch until its track record against the anchors shows, at 95 %
+          credibility, that its picks beat bo's; then a seeded Thompson share (``model_share``). bo's top picks fill
+          the rest, at least one slot. A context that does not track which
           results were whose (``provenance`` None, e.g. a direct call outside a campaign) gives no anchors.
 
         Example:
@@ -219,8 +220,8 @@ class LLMPlanner:
             >>> planner = LLMPlanner()
             >>> fresh = SimpleNamespace(proposals_per_slot=1, provenance=(), utilities=(), seed=0, iteration=1)
             >>> untracked = SimpleNamespace(proposals_per_slot=1, provenance=None)
-            >>> planner.anchor_count(SimpleNamespace(proposals_per_slot=3), 9), 1 <= planner.anchor_count(fresh, 4) <= 3
-            (3, True)
+            >>> planner.anchor_count(SimpleNamespace(proposals_per_slot=3), 9), planner.anchor_count(fresh, 4)
+            (3, 3)
             >>> planner.anchor_count(untracked, 4)
             0
         """
@@ -238,7 +239,7 @@ class LLMPlanner:
         wins, losses = track_record(context.provenance, context.utilities, block)
         self.track_record = (wins, losses)
         rng = derive_rng(context.seed, context.iteration, "plan", "llm-model-share")
-        return n - model_slots(n, wins, losses, rng)
+        return n - model_slots(n, wins, losses, rng, block)
 
     def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
         context = self.planning_context(context)

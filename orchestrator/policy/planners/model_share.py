@@ -5,16 +5,22 @@ costs a lab experiment. The arm then splits its slots between the model and bo's
 same state) by the model's **track record**: within each block of ``batch_size`` consecutive lab results of the arm
 (a synchronous batch, or an asynchronous run of one-slot plans) that had both, how often a model pick's lab result
 beat an anchor's. One block is one pseudo-observation (the share of model-anchor pairs the model won, ties half), so
-a big batch does not count as many independent trials. A Beta(1, 1) prior over "a model pick beats
-bo's" gives the posterior; one seeded Thompson draw from it sets the model's share of this batch's slots.
+a big batch does not count as many independent trials. A Beta(1, 1) prior over "a model pick beats bo's" gives the
+posterior.
 
-- The model always keeps at least one slot of two or more (it can earn trust back) and bo at least one (the
-  comparison goes on). A model no better than bo's next-best therefore costs at most about one slot per batch.
-- A model that beats bo's picks in the lab earns up to all but one slot. Nothing here is tuned to a data set: the
-  prior is uniform and the floors are one slot each.
+The split is **conservative** (the baseline-first rule of conservative bandits, Wu, Shariff, Lattimore and
+Szepesvári, 2016): bo is the baseline the arm must not fall behind, so the model gets more than an exploration
+slot only once the lab has shown its picks beat bo's.
 
-This is the portfolio idea of GP-Hedge (Hoffman, Brochu and de Freitas, 2011) with Thompson sampling in place of
-Hedge, applied to two sources of picks instead of acquisition functions.
+- **Until then, one exploration slot per batch** (``EXPLORE_SLOTS``): enough to build the record, little to lose. A
+  model no better than bo's next-best costs at most one slot per batch; one-slot plans give it a slot with
+  probability ``1 / batch_size``, the same rate.
+- **Once the posterior's lower ``CREDIBILITY`` bound on its win rate is above one half** (the model beats bo's
+  picks at 95 % credibility), a seeded Thompson draw of the win rate times the batch sets its share, up to all
+  but one slot (bo keeps one, so the comparison goes on). This part is GP-Hedge's portfolio (Hoffman, Brochu and
+  de Freitas, 2011) with Thompson sampling over two sources of picks.
+
+Nothing here is tuned to a data set: the prior is uniform, the credibility the usual 95 % and the floors one slot.
 """
 
 from __future__ import annotations
@@ -23,11 +29,18 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.stats import beta as beta_distribution
 
-__all__ = ["model_slots", "track_record"]
+__all__ = ["is_proven", "model_slots", "track_record"]
 
 PRIOR = (1.0, 1.0)
 """Beta prior (wins, losses) of "a model pick's lab result beats an anchor's": uniform."""
+
+CREDIBILITY = 0.95
+"""The model earns more than its exploration slot once P(win rate > 1/2 | record) reaches this."""
+
+EXPLORE_SLOTS = 1
+"""The model's slots per batch until it has earned more: enough to keep a record."""
 
 
 def track_record(provenance: Sequence[tuple[str, int, str]], utilities: Sequence[float],
@@ -68,15 +81,39 @@ def track_record(provenance: Sequence[tuple[str, int, str]], utilities: Sequence
     return wins, losses
 
 
-def model_slots(n: int, wins: float, losses: float, rng: np.random.Generator) -> int:
-    """The model's slots of ``n``: a Thompson draw of its win rate times ``n``, rounded, at least one for each side.
+def is_proven(wins: float, losses: float) -> bool:
+    """Whether the lab has shown, at ``CREDIBILITY``, that a model pick beats bo's more often than not.
+
+    Example:
+        >>> is_proven(0.0, 0.0), is_proven(3.0, 0.0), is_proven(5.0, 0.0), is_proven(12.0, 4.0)
+        (False, False, True, True)
+    """
+    return float(beta_distribution.ppf(1.0 - CREDIBILITY, PRIOR[0] + wins, PRIOR[1] + losses)) > 0.5
+
+
+def model_slots(n: int, wins: float, losses: float, rng: np.random.Generator, block: int | None = None) -> int:
+    """The model's slots of ``n``: its exploration slot until the lab proves it, then a Thompson share.
+
+    Args:
+        n: lab slots to fill now.
+        wins, losses: the model's track record (``track_record``).
+        rng: the seeded draw.
+        block: lab results per batch (the batch size; default ``n``): one-slot plans give the model the slot with
+            probability ``EXPLORE_SLOTS / block`` while it is unproven.
 
     Example:
         >>> rng = np.random.default_rng(0)
-        >>> [model_slots(5, 0.0, 40.0, rng) for _ in range(3)], [model_slots(5, 40.0, 0.0, rng) for _ in range(3)]
+        >>> [model_slots(5, 0.0, 0.0, rng) for _ in range(3)], [model_slots(5, 40.0, 0.0, rng) for _ in range(3)]
         ([1, 1, 1], [4, 4, 4])
     """
+    if n <= 0:
+        return 0
+    block = max(int(block or n), 1)
+    if not is_proven(wins, losses):
+        if n == 1:
+            return int(rng.random() < EXPLORE_SLOTS / max(block, 2))
+        return min(EXPLORE_SLOTS, n - 1)
     p = float(rng.beta(PRIOR[0] + wins, PRIOR[1] + losses))
-    if n <= 1:
-        return int(n == 1 and rng.random() < p)
-    return int(min(max(round(p * n), 1), n - 1))
+    if n == 1:
+        return int(rng.random() < p)
+    return int(min(max(round(p * n), EXPLORE_SLOTS), n - 1))

@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orchestrator.policy.planners.model_share import model_slots, track_record
+from orchestrator.policy.planners.model_share import (
+    is_proven,
+    model_slots,
+    track_record,
+)
 
 
 def test_a_block_is_one_pseudo_observation_of_the_share_of_pairs_the_model_won():
@@ -29,24 +33,30 @@ def test_fallbacks_other_arms_and_batches_without_both_sources_do_not_count():
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 8])
-def test_each_side_keeps_a_slot_and_the_record_moves_the_split(n):
+def test_the_model_explores_one_slot_until_the_lab_proves_it_then_earns_a_thompson_share(n):
     rng = np.random.default_rng(0)
     prior = [model_slots(n, 0.0, 0.0, rng) for _ in range(400)]
+    even = [model_slots(n, 10.0, 10.0, rng) for _ in range(400)]
     losing = [model_slots(n, 0.0, 20.0, rng) for _ in range(400)]
     winning = [model_slots(n, 20.0, 0.0, rng) for _ in range(400)]
-    assert min(prior + losing + winning) >= 1 and max(prior + losing + winning) <= n - 1
-    assert np.mean(prior) == pytest.approx(n / 2, abs=0.35), "a uniform prior: no side favoured before evidence"
-    if n == 2:
-        assert set(prior + losing + winning) == {1}, "two slots: one each, whatever the record"
-    else:
-        assert np.mean(losing) < np.mean(prior) < np.mean(winning)
-        assert np.mean(losing) < 1.2 and np.mean(winning) > n - 1.2
+    assert min(prior + even + losing + winning) >= 1 and max(prior + even + losing + winning) <= n - 1
+    assert set(prior + even + losing) == {1}, "bo is the baseline: a model the lab cannot tell from bo explores one slot"
+    if n > 2:
+        assert np.mean(winning) > n - 1.2, "a model whose picks beat bo's in the lab earns all but one slot"
 
 
-def test_a_single_slot_goes_to_the_model_as_often_as_its_posterior_says():
+def test_proof_needs_the_lower_credible_bound_above_one_half():
+    assert not is_proven(0.0, 0.0) and not is_proven(3.0, 0.0) and not is_proven(10.0, 5.0)
+    assert is_proven(5.0, 0.0) and is_proven(12.0, 4.0)
+    assert not is_proven(12.0, 8.0), "60 % wins over 20 batches is not yet 95 % sure"
+
+
+def test_a_single_slot_explores_at_one_per_batch_until_proven():
     rng = np.random.default_rng(1)
-    assert {model_slots(1, 0.0, 0.0, rng) for _ in range(50)} == {0, 1}
-    assert np.mean([model_slots(1, 0.0, 30.0, rng) for _ in range(2000)]) < 0.1
+    unproven = np.mean([model_slots(1, 0.0, 0.0, rng, block=5) for _ in range(4000)])
+    assert unproven == pytest.approx(1 / 5, abs=0.03), "one-slot plans: the same one slot per batch of five"
+    assert np.mean([model_slots(1, 30.0, 0.0, rng, block=5) for _ in range(2000)]) > 0.9
+    assert {model_slots(1, 0.0, 0.0, rng, block=1) for _ in range(50)} == {0, 1}, "a batch of one: a coin"
     assert model_slots(0, 5.0, 0.0, rng) == 0
 
 
