@@ -262,8 +262,9 @@ class PlannerSpec(_Spec):
         default=True, description="llm arm: when the screen weighs several proposals per lab slot, one of each slot's "
                                   "proposals is bo's pick and the model chooses the others, so the ladder's evidence, "
                                   "not the model alone, decides whether a model pick displaces the surrogate's; with "
-                                  "one proposal per slot, the model's share of the slots follows its lab record "
-                                  "against bo's picks (the rest are bo's); false lets the model choose every proposal")
+                                  "one proposal per slot, the model explores one slot per batch until its lab record "
+                                  "shows (95 % credible) that its picks beat bo's, then earns a larger share (the "
+                                  "rest are bo's); false lets the model choose every proposal")
     control_share: float = Field(default=0.2, ge=0, lt=1)
     batch_size: int = Field(default=4, gt=0, description="lab experiments per iteration")
     n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")
