@@ -118,7 +118,13 @@ class ProposeRun:
     def shortlist(self) -> list[int]:
         """Pool rows to show the model, in bo's order: bo's batch of ``n_total`` on this state, then the rest of
         its diversified batch of ``shortlist_size``, less the anchors (bo's first ``n_anchor``, kept as
-        ``self.anchors``; the model cannot pick them). Records bo's batch as ``self.bo_picks``."""
+        ``self.anchors``; the model cannot pick them). Records bo's batch as ``self.bo_picks``.
+
+        When the lab arbitrates (one proposal per slot, some slots bo's anchors) and ``shortlist_size`` is not set,
+        the model chooses its ``n`` picks from the ``2 n`` candidates that follow the anchors in bo's order: twice
+        the picks it needs, as everywhere, and as a one-slot plan already gets (bo's first and second). Its
+        exploration slot then costs at most the step from bo's next pick to the one after, not a draw from bo's
+        whole second half."""
         bo = self.planner.bo(self.context)
         index = self.context.pool.index
         batch = bo.propose(self.context, self.n_total)
@@ -129,7 +135,15 @@ class ProposeRun:
         size = max(self.planner.shortlist_size or 2 * self.n_total, self.n_total)
         wider = [index[p.candidate.id] for p in bo.propose(self.context, size)] if size > len(self.bo_picks) else []
         rows = list(dict.fromkeys(self.bo_picks + wider))
-        return [i for i in rows if i in self.available][: size - self.n_anchor]
+        keep = size - self.n_anchor
+        if self.lab_arbitrates and self.planner.shortlist_size is None:
+            keep = min(keep, 2 * self.n)
+        return [i for i in rows if i in self.available][:keep]
+
+    @property
+    def lab_arbitrates(self) -> bool:
+        """Whether only the lab weighs the model's picks against bo's anchors (one proposal per slot, with anchors)."""
+        return self.n_anchor > 0 and int(getattr(self.context, "proposals_per_slot", 1) or 1) == 1
 
     def gather(self, state: dict) -> dict:
         """Shortlist the pool with bo, describe each row, shuffle the rows; the results become the prompt's DATA."""

@@ -270,6 +270,12 @@ def test_with_one_proposal_per_slot_the_models_share_follows_its_lab_record_and_
     assert len(own) == n_model and not any(p.is_fallback for p in own), "the model's share of the four slots"
     assert [p.candidate.id for p in anchors] == bo_batch(context, 4)[: 4 - n_model], "bo's top picks fill the rest"
     assert not {p.candidate.id for p in own} & {p.candidate.id for p in anchors}
+    assert set(shown(planner).values()) == set(bo_batch(context, 8)[4 - n_model: 4 + n_model]), \
+        "the model chooses from twice its picks: the candidates that follow the anchors in bo's order"
+    wide = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer(*[f"c{k:02d}" for k in range(n_model)])]),
+                      shortlist_size=12)
+    wide.propose(context, 4)
+    assert len(shown(wide)) == 12 - (4 - n_model), "a shortlist_size the user sets is kept"
 
     # A single slot that the draw gives to bo: its anchor, and no model call.
     silent = ScriptedChatModel(responses=[])
