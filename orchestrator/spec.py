@@ -253,7 +253,8 @@ class PlannerSpec(_Spec):
     shortlist_size: int | None = Field(
         default=None, gt=0, description="llm arm: the size of bo's batch the model chooses from per call; default "
                                         "twice the proposals asked for, so a model that knows nothing measures bo's "
-                                        "next-best candidates")
+                                        "next-best candidates (with one proposal per lab slot, twice the model's own "
+                                        "picks, the candidates that follow bo's anchors)")
     llm_tool_steps: int = Field(
         default=0, ge=0, description="llm arm: rounds in which a tool-calling model may call predict, simulate, "
                                      "history, similar and constraints itself (provider models that call tools; local "

@@ -27,7 +27,8 @@ The graph, per ``propose`` call::
   (``PlanningContext.proposals_per_slot`` > 1), bo's first pick per slot is proposed beside the model's
   (``Proposal.is_anchor``; the model's shortlist leaves them out), so a model pick reaches the lab only by beating
   bo's on the screen's evidence. With one proposal per slot nothing but the lab can weigh a pick, so bo's top picks
-  fill the slots the model has not earned: its share follows its lab track record against them (``model_share``).
+  fill the slots the model has not earned: its share follows its lab track record against them (``model_share``),
+  and it chooses its ``m`` picks from the ``2 m`` candidates that follow the anchors in bo's order.
 
 Every proposal records ``is_bo_pick``: whether bo, planning the same state for the same ``n``, proposed it too.
 ``planner_stats`` turns that into the share of the model's picks that differ from bo.
