@@ -23,7 +23,7 @@ from orchestrator.policy.planners.random_arm import RandomPlanner
 from vocabulary.domain import Proposal
 
 __all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
-           "choose_kernel", "cold_start_count", "fit_surrogate_state", "folded_utility_moments", "state_prior", "surrogate_fits_values",
+           "choose_kernel", "cold_start_count", "fit_surrogate_state", "rung_slots", "folded_utility_moments", "state_prior", "surrogate_fits_values",
            "surrogate_targets"]
 
 
@@ -325,8 +325,13 @@ class BOPlanner:
         is_value = self.models_values(context)
         target = float(context.spec.objective.target) if is_value else None
         best = self._incumbent(context, surrogate, X_train, prior, target)
-        if isinstance(X, np.ndarray):
-            picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n, pending=pending,
+        rung_order = self._rung_order(context)
+        n_rung = rung_slots(n, len(context.observed) + len(context.pending)) if rung_order is not None else 0
+        n_model = n - n_rung
+        if n_model == 0:
+            chosen, log_ei = np.zeros(0, dtype=int), []
+        elif isinstance(X, np.ndarray):
+            picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n_model, pending=pending,
                                          incumbent=best, target=target, **offsets)
             chosen = context.available[np.asarray(picks, dtype=int)]
         else:  # a streamed pool: features gathered chunk by chunk, the same batch (acquisition_stream)
@@ -335,9 +340,9 @@ class BOPlanner:
             )
 
             chosen, log_ei = select_batch_streamed(
-                surrogate, X_train, y_train, X, context.available, n, pending=pending, prior=prior,
+                surrogate, X_train, y_train, X, context.available, n_model, pending=pending, prior=prior,
                 prior_pending=offsets.get("offset_pending"), incumbent=best, target=target)
-        mean, sd = surrogate.predict(X[chosen])
+        mean, sd = surrogate.predict(X[chosen]) if len(chosen) else (np.zeros(0), np.zeros(0))
         if prior is not None:
             mean = mean + prior[chosen]
         proposals = []
@@ -353,7 +358,64 @@ class BOPlanner:
                     acquisition=float(acq),
                 )
             )
+        if n_rung:
+            proposals = _interleave(proposals, self._rung_proposals(context, rung_order, chosen, n_rung))
         return proposals
+
+    def _rung_order(self, context: PlanningContext) -> tuple[str, np.ndarray] | None:
+        """(rung, utility per pool row read as it stands) of the rung the surrogate's prior rests on, while the lab
+        has not ruled it out; None without a ladder prior (``bo-sf``, a given ``prior_mean``, every rung ruled out)."""
+        state = context.surrogate_state or {}
+        ladder = getattr(context, "ladder", None)
+        if (not self.uses_ladder or self.prior_mean is not None or not state.get("prior") or ladder is None
+                or state["prior"]["rung"] not in (ladder.values or {})):
+            return None
+        from orchestrator.policy.planners.ladder_prior import prior_rows
+
+        rung = state["prior"]["rung"]
+        as_is = {"rung": rung, "intercept": 0.0, "slope": 1.0, "fill": float("nan")}
+        utility = prior_rows(as_is, ladder.values, context.spec, fitted_on="utility")
+        return rung, np.where(np.isfinite(utility), utility, -np.inf)
+
+    def _rung_proposals(self, context: PlanningContext, rung_order: tuple[str, np.ndarray], taken: np.ndarray,
+                        n: int) -> list[Proposal]:
+        """The ``n`` untested candidates the rung ranks best, read as it stands, skipping the model's picks."""
+        rung, utility = rung_order
+        available = np.asarray(context.available, dtype=int)
+        free = available[~np.isin(available, np.asarray(taken, dtype=int))]
+        order = free[np.argsort(-utility[free], kind="stable")[:n]]
+        return [Proposal(candidate=context.pool.candidates[int(i)], arm="bo",
+                         hypothesis=f"{rung}, read as it stands, ranks it {k + 1} of {len(free)} untested",
+                         rationale="the rung's own order, uncalibrated: the batch's share that hedges the calibrated "
+                                   "model (rung_slots)",
+                         acquisition=float(utility[int(i)]) if np.isfinite(utility[int(i)]) else None)
+                for k, i in enumerate(order)]
+
+
+def rung_slots(n: int, started: int = 0) -> int:
+    """How many of a batch of ``n`` follow the prior's rung read as it stands once the surrogate is fitted: half,
+    rounded down, so the model keeps the first pick of every batch. A one-slot plan (an asynchronous campaign) goes
+    to the rung every other time, by the parity of ``started`` (lab experiments observed or pending).
+
+    A portfolio of two sources of picks, the calibrated model and the rung's own order, each with half the lab
+    slots: whichever of the two is right, the campaign finds what it would have found within about twice the lab
+    experiments, so a good rung is never worth much less than measuring in its order (``cheap-first``), and a
+    calibration that misfits near the optimum cannot hide what the rung ranks first. Halves, because before the
+    lab's answers nothing favours either source; the share ends when the lab rules the rung out (no prior).
+
+    Example:
+        >>> rung_slots(5), rung_slots(4), rung_slots(1, started=6), rung_slots(1, started=7)
+        (2, 2, 0, 1)
+    """
+    return n // 2 if n > 1 else started % 2
+
+
+def _interleave(first: list, second: list) -> list:
+    """first[0], second[0], first[1], second[1], ... then the rest of the longer list."""
+    merged = []
+    for k in range(max(len(first), len(second))):
+        merged += first[k:k + 1] + second[k:k + 1]
+    return merged
 
 
 def cold_start_count(direction: str, n: int) -> int:

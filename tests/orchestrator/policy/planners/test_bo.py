@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -181,3 +183,44 @@ def test_no_informative_rung_means_no_prior(freesolv):
     before = choose_prior(noise, observed[:3], values[:3], spec)  # too few pairs to judge: shrunk to the identity
     assert before["rung"] == "coin" and not before["is_calibrated"]
     assert choose_prior(noise, observed[:0], values[:0], spec)["slope"] == 1.0  # no pair: the rung as it stands
+
+
+def test_half_of_each_batch_follows_the_prior_rung_as_it_stands(freesolv):
+    """A portfolio of the calibrated model and the rung's own order: batch slots 2 and 4 of 5 are the untested
+    candidates the raw rung ranks best (here a rung in other units, so its raw order differs from the model's);
+    bo-sf and a state without a prior give the model every slot; one-slot plans alternate."""
+    from orchestrator.loop.ladder_view import LadderView
+    from orchestrator.policy.planners.bo import rung_slots
+    from orchestrator.policy.planners.ladder_prior import choose_prior, prior_rows
+
+    spec, pool, observed, values = freesolv
+    truth = np.asarray(pool.columns[spec.lab.oracle_column], dtype=float)
+    raw = 2.0 * truth + 1.0
+    ladder = LadderView(values={"scaled": raw}, cost_s={"scaled": 1.0})
+    prior = choose_prior(ladder.values, observed, values, spec)
+    rows = prior_rows(prior, ladder.values, spec, fitted_on="value")
+    state = campaign_surrogate_state(spec, pool.features[observed], values, seed=0, prior=prior,
+                                     prior_train=rows[observed])
+    context = _context(spec, pool, observed, values, state)
+    context = dataclasses.replace(context, ladder=ladder)
+    proposals = BOPlanner().propose(context, 5)
+    picked = [pool.index[p.candidate.id] for p in proposals]
+    assert len(set(picked)) == 5 and not set(picked) & set(observed.tolist())
+    model_picks = [picked[k] for k in (0, 2, 4)]
+    free = np.setdiff1d(context.available, model_picks)
+    by_rung = free[np.argsort(np.abs(raw[free] - spec.objective.target), kind="stable")[:2]].tolist()
+    assert [picked[1], picked[3]] == by_rung
+    assert all("log expected improvement" in proposals[k].rationale for k in (0, 2, 4))
+    assert all("as it stands" in proposals[k].hypothesis for k in (1, 3))
+    assert not set(model_picks) & set(by_rung)
+    single = [pool.index[p.candidate.id] for p in BOPlanner(uses_ladder=False).propose(context, 5)]
+    assert not set(single) & set(by_rung)  # bo-sf: five model picks, none from the raw rung's top
+    no_prior = campaign_surrogate_state(spec, pool.features[observed], values, seed=0)
+    plain = dataclasses.replace(context, surrogate_state=no_prior)
+    assert all("log expected improvement" in p.rationale for p in BOPlanner().propose(plain, 5))
+    assert [rung_slots(1, started=k) for k in range(4)] == [0, 1, 0, 1] and rung_slots(10) == 5
+    odd = dataclasses.replace(context, observed=observed[:-1], utilities=context.utilities[:-1],
+                              values=values[:-1])  # 29 started: the rung's turn
+    assert "as it stands" in BOPlanner().propose(odd, 1)[0].hypothesis
+    pending = dataclasses.replace(odd, pending=observed[-1:])  # 29 + 1 pending: the model's
+    assert "log expected improvement" in BOPlanner().propose(pending, 1)[0].rationale
