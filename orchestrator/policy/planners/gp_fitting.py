@@ -154,9 +154,20 @@ def _train_lbfgs(torch, model, X_t, y_t, jitter: float, n_steps: int, priors: bo
     losses: list[float] = []
 
     def closure():
-        loss, g_noise, g_variance, g_lengthscale = loss_and_gradient(
-            inputs, raw_noise.detach().item(), raw_variance.detach().item(),
-            None if raw_lengthscale is None else raw_lengthscale.detach().numpy())
+        try:
+            loss, g_noise, g_variance, g_lengthscale = loss_and_gradient(
+                inputs, raw_noise.detach().item(), raw_variance.detach().item(),
+                None if raw_lengthscale is None else raw_lengthscale.detach().numpy())
+        except OverflowError:
+            # a line-search trial step beyond exp's range (a raw parameter above ~709): an infinite loss, which the
+            # strong-Wolfe search rejects and backs off from; not a loss of the fit, so not recorded in ``losses``
+            loss, g_noise, g_variance = math.inf, math.inf, math.inf
+            g_lengthscale = None if raw_lengthscale is None else np.full(tuple(raw_lengthscale.shape), math.inf)
+            raw_noise.grad = torch.tensor(g_noise, dtype=torch.float64)
+            raw_variance.grad = torch.tensor(g_variance, dtype=torch.float64)
+            if raw_lengthscale is not None:
+                raw_lengthscale.grad = torch.as_tensor(g_lengthscale, dtype=torch.float64)
+            return torch.tensor(loss, dtype=torch.float64)
         raw_noise.grad = torch.tensor(g_noise, dtype=torch.float64)
         raw_variance.grad = torch.tensor(g_variance, dtype=torch.float64)
         if raw_lengthscale is not None:

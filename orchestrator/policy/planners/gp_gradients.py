@@ -70,7 +70,8 @@ def loss_and_gradient(inputs: GPLossInputs, raw_noise: float, raw_variance: floa
     """The loss and its gradient with respect to (raw_noise, raw_variance, raw_lengthscale).
 
     ``raw_lengthscale`` is a 0-d or 1-d array for Matérn-5/2 (one shared lengthscale, or one per feature) and None
-    for Tanimoto. Raises ``numpy.linalg.LinAlgError`` when the covariance has no Cholesky factor.
+    for Tanimoto. Raises ``numpy.linalg.LinAlgError`` when the covariance has no Cholesky factor, and
+    ``OverflowError`` when the raw noise or variance is beyond exp's range (a line-search trial step).
     """
     # a line-search trial step may overflow; the loss is then NaN, silently, as autograd's would be
     with np.errstate(over="ignore", invalid="ignore"):

@@ -102,3 +102,31 @@ def _refit_model(fitted, X, y_std):
     model.noise = gp.parameterized.PyroParam(torch.tensor(fitted["noise"], dtype=torch.float64),
                                              constraints.greater_than(gp_fitting.NOISE_FLOOR))
     return model, X_t, y_t
+
+
+def test_a_trial_step_beyond_exps_range_is_rejected_and_the_fit_still_converges(monkeypatch):
+    """A line-search trial step can put a raw variance above ~709, where math.exp overflows (it did on the band
+    gap). The closure answers with an infinite loss, the strong-Wolfe search backs off, and the fit reaches the same
+    optimum as without the failed trial."""
+    from orchestrator.policy.planners import gp_gradients
+
+    with pytest.raises(OverflowError):
+        loss_and_gradient(GPLossInputs(X=np.eye(2), y=np.ones(2), similarity=None, jitter=1e-6, noise_floor=1e-6,
+                                       priors=True), 0.0, 800.0, np.zeros(2))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 6))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=12)
+    clean = GPSurrogate.fit(X, y, ard=True, priors=True, optimizer="lbfgs").hyperparameters
+    real, calls = gp_gradients.loss_and_gradient, []
+
+    def overflowing_once(inputs, raw_noise, raw_variance, raw_lengthscale):
+        calls.append(raw_variance)
+        if len(calls) == 2:  # the first trial step of the line search
+            raise OverflowError("math range error")
+        return real(inputs, raw_noise, raw_variance, raw_lengthscale)
+
+    monkeypatch.setattr(gp_gradients, "loss_and_gradient", overflowing_once)
+    with_overflow = GPSurrogate.fit(X, y, ard=True, priors=True, optimizer="lbfgs").hyperparameters
+    assert len(calls) > 2 and with_overflow["is_fitted"]
+    assert with_overflow["variance"] == pytest.approx(clean["variance"], rel=1e-3)
+    assert with_overflow["noise"] == pytest.approx(clean["noise"], rel=1e-2, abs=1e-5)
