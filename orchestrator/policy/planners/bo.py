@@ -364,11 +364,13 @@ class BOPlanner:
 
     def _rung_order(self, context: PlanningContext) -> tuple[str, np.ndarray] | None:
         """(rung, utility per pool row read as it stands) of the rung the surrogate's prior rests on, while the lab
-        has not ruled it out; None without a ladder prior (``bo-sf``, a given ``prior_mean``, every rung ruled out)."""
+        has not ruled it out, to maximise or minimise; None for a target window (the raw order near a target depends
+        on the calibration) and without a ladder prior (``bo-sf``, a given ``prior_mean``, every rung ruled out)."""
         state = context.surrogate_state or {}
         ladder = getattr(context, "ladder", None)
         if (not self.uses_ladder or self.prior_mean is not None or not state.get("prior") or ladder is None
-                or state["prior"]["rung"] not in (ladder.values or {})):
+                or state["prior"]["rung"] not in (ladder.values or {})
+                or context.spec.objective.direction not in ("maximize", "minimize")):
             return None
         from orchestrator.policy.planners.ladder_prior import prior_rows
 
@@ -399,9 +401,10 @@ def rung_slots(n: int, started: int = 0) -> int:
 
     A portfolio of two sources of picks, the calibrated model and the rung's own order, each with half the lab
     slots: whichever of the two is right, the campaign finds what it would have found within about twice the lab
-    experiments, so a good rung is never worth much less than measuring in its order (``cheap-first``), and a
-    calibration that misfits near the optimum cannot hide what the rung ranks first. Halves, because before the
-    lab's answers nothing favours either source; the share ends when the lab rules the rung out (no prior).
+    experiments, so a good rung is never worth much less than measuring in its order (``cheap-first``). Halves,
+    because before the lab's answers nothing favours either source; the share ends when the lab rules the rung out
+    (no prior). Only to maximise or minimise, where every increasing calibration ranks as the raw rung does (the
+    ``cold_start_count`` argument); near a target the raw order is wrong by the rung's offset (orchestrator/DECISIONS.md).
 
     Example:
         >>> rung_slots(5), rung_slots(4), rung_slots(1, started=6), rung_slots(1, started=7)

@@ -186,38 +186,52 @@ def test_no_informative_rung_means_no_prior(freesolv):
 
 
 def test_half_of_each_batch_follows_the_prior_rung_as_it_stands(freesolv):
-    """A portfolio of the calibrated model and the rung's own order: batch slots 2 and 4 of 5 are the untested
-    candidates the raw rung ranks best (here a rung in other units, so its raw order differs from the model's);
-    bo-sf and a state without a prior give the model every slot; one-slot plans alternate."""
+    """To maximise, a portfolio of the calibrated model and the rung's own order: batch slots 2 and 4 of 5 are the
+    untested candidates the rung ranks best (a noisy rung in other units); bo-sf, a state without a prior and a
+    target window give the model every slot; one-slot plans alternate."""
     from orchestrator.loop.ladder_view import LadderView
     from orchestrator.policy.planners.bo import rung_slots
     from orchestrator.policy.planners.ladder_prior import choose_prior, prior_rows
 
-    spec, pool, observed, values = freesolv
+    spec, pool, observed, _ = freesolv
+    spec = spec.model_copy(update={"objective": spec.objective.model_copy(update={"direction": "maximize",
+                                                                                   "target": None})})
     truth = np.asarray(pool.columns[spec.lab.oracle_column], dtype=float)
-    raw = 2.0 * truth + 1.0
+    values = truth[observed]
+    raw = 2.0 * truth + 1.0 + np.random.default_rng(1).normal(scale=4.0, size=len(pool))
     ladder = LadderView(values={"scaled": raw}, cost_s={"scaled": 1.0})
     prior = choose_prior(ladder.values, observed, values, spec)
-    rows = prior_rows(prior, ladder.values, spec, fitted_on="value")
+    assert prior is not None
+    rows = prior_rows(prior, ladder.values, spec, fitted_on="utility")
     state = campaign_surrogate_state(spec, pool.features[observed], values, seed=0, prior=prior,
                                      prior_train=rows[observed])
-    context = _context(spec, pool, observed, values, state)
-    context = dataclasses.replace(context, ladder=ladder)
+    context = dataclasses.replace(_context(spec, pool, observed, values, state), ladder=ladder)
+
+    def rationales(planner, ctx, n):
+        return [p.rationale for p in planner.propose(ctx, n)]
+
     proposals = BOPlanner().propose(context, 5)
     picked = [pool.index[p.candidate.id] for p in proposals]
     assert len(set(picked)) == 5 and not set(picked) & set(observed.tolist())
-    model_picks = [picked[k] for k in (0, 2, 4)]
-    free = np.setdiff1d(context.available, model_picks)
-    by_rung = free[np.argsort(np.abs(raw[free] - spec.objective.target), kind="stable")[:2]].tolist()
+    free = np.setdiff1d(context.available, [picked[k] for k in (0, 2, 4)])
+    by_rung = free[np.argsort(-raw[free], kind="stable")[:2]].tolist()
     assert [picked[1], picked[3]] == by_rung
     assert all("log expected improvement" in proposals[k].rationale for k in (0, 2, 4))
     assert all("as it stands" in proposals[k].hypothesis for k in (1, 3))
-    assert not set(model_picks) & set(by_rung)
-    single = [pool.index[p.candidate.id] for p in BOPlanner(uses_ladder=False).propose(context, 5)]
-    assert not set(single) & set(by_rung)  # bo-sf: five model picks, none from the raw rung's top
-    no_prior = campaign_surrogate_state(spec, pool.features[observed], values, seed=0)
-    plain = dataclasses.replace(context, surrogate_state=no_prior)
-    assert all("log expected improvement" in p.rationale for p in BOPlanner().propose(plain, 5))
+    model_only = "highest log expected improvement given the lab data and pending jobs"
+    assert set(rationales(BOPlanner(uses_ladder=False), context, 5)) == {model_only}  # bo-sf
+    no_prior = dataclasses.replace(context, surrogate_state=campaign_surrogate_state(
+        spec, pool.features[observed], values, seed=0))
+    assert set(rationales(BOPlanner(), no_prior, 5)) == {model_only}
+    target, t_pool, t_observed, t_values = freesolv  # a target window: the raw order is off by the rung's offset
+    t_ladder = LadderView(values={"scaled": 2.0 * np.asarray(t_pool.columns[target.lab.oracle_column]) + 1.0},
+                          cost_s={"scaled": 1.0})
+    t_prior = choose_prior(t_ladder.values, t_observed, t_values, target)
+    t_state = campaign_surrogate_state(target, t_pool.features[t_observed], t_values, seed=0, prior=t_prior,
+                                       prior_train=prior_rows(t_prior, t_ladder.values, target,
+                                                              fitted_on="value")[t_observed])
+    t_context = dataclasses.replace(_context(target, t_pool, t_observed, t_values, t_state), ladder=t_ladder)
+    assert set(rationales(BOPlanner(), t_context, 5)) == {model_only}
     assert [rung_slots(1, started=k) for k in range(4)] == [0, 1, 0, 1] and rung_slots(10) == 5
     odd = dataclasses.replace(context, observed=observed[:-1], utilities=context.utilities[:-1],
                               values=values[:-1])  # 29 started: the rung's turn
