@@ -90,6 +90,8 @@ def material_neighbours(parent: Material, space: Any) -> list[Material]:
     """
     from pymatgen.core import Composition, Element
 
+    from simulators.structures import oxidation_state_guesses
+
     composition = parent.to_composition().reduced_composition
     allowed = set(space.elements) if space.elements else None
     raws: list[str] = []
@@ -111,7 +113,7 @@ def material_neighbours(parent: Material, space: Any) -> list[Material]:
             continue
         if material.id == parent.id or constraint_error(space, material) is not None:
             continue
-        if not material.to_composition().oxi_state_guesses(max_sites=-1):
+        if not oxidation_state_guesses(material.to_composition().reduced_composition):  # oxi_state_guesses(max_sites=-1)
             continue  # no charge-balanced assignment of common oxidation states
         found.setdefault(material.id, material)
     return [found[key] for key in sorted(found)]
