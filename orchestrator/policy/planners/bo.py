@@ -23,8 +23,8 @@ from orchestrator.policy.planners.random_arm import RandomPlanner
 from vocabulary.domain import Proposal
 
 __all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
-           "choose_kernel", "cold_start_count", "fit_surrogate_state", "rung_slots", "folded_utility_moments", "state_prior", "surrogate_fits_values",
-           "surrogate_targets"]
+           "choose_kernel", "cold_start_count", "fit_surrogate_state", "folded_utility_moments", "has_fitted_surrogate",
+           "rung_slots", "state_prior", "surrogate_fits_values", "surrogate_targets"]
 
 
 class PriorMean(Protocol):
@@ -308,8 +308,7 @@ class BOPlanner:
         n = min(n, len(context.available))
         if n == 0:
             return []
-        n_initial = context.spec.planner.n_initial
-        if context.surrogate_state is None or len(context.observed) < min(n_initial, 2):
+        if not has_fitted_surrogate(context):
             return self._initial_design(context, n)
 
         from orchestrator.policy.planners.acquisition import select_batch
@@ -419,6 +418,12 @@ def _interleave(first: list, second: list) -> list:
     for k in range(max(len(first), len(second))):
         merged += first[k:k + 1] + second[k:k + 1]
     return merged
+
+
+def has_fitted_surrogate(context: PlanningContext) -> bool:
+    """Whether bo plans by its GP: the surrogate has been fitted on at least ``min(n_initial, 2)`` lab results.
+    Until then it proposes its initial design (the cold start)."""
+    return context.surrogate_state is not None and len(context.observed) >= min(context.spec.planner.n_initial, 2)
 
 
 def cold_start_count(direction: str, n: int) -> int:

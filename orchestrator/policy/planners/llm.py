@@ -210,7 +210,9 @@ class LLMPlanner:
 
         - The screen weighs several proposals per slot: one anchor per lab slot (``n // proposals_per_slot``), and
           the ladder's evidence decides which proposals reach the lab.
-        - One proposal per slot: nothing checks a model pick before the lab does, so the lab arbitrates. The model
+        - One proposal per slot: nothing checks a model pick before the lab does, so the lab arbitrates. bo's cold
+          start (its initial design, before its GP is fitted) is all anchors: the conservative rule starts with the
+          baseline, as no lab result has yet earned the slack an exploration slot spends. After it, the model
           gets one exploration slot per batch until its track record against the anchors shows, at 95 %
           credibility, that its picks beat bo's; then a seeded Thompson share (``model_share``). bo's top picks fill
           the rest, at least one slot. A context that does not track which
@@ -219,10 +221,10 @@ class LLMPlanner:
         Example:
             >>> from types import SimpleNamespace
             >>> planner = LLMPlanner()
-            >>> fresh = SimpleNamespace(proposals_per_slot=1, provenance=(), utilities=(), seed=0, iteration=1)
+            >>> cold = SimpleNamespace(proposals_per_slot=1, provenance=(), utilities=(), surrogate_state=None)
             >>> untracked = SimpleNamespace(proposals_per_slot=1, provenance=None)
-            >>> planner.anchor_count(SimpleNamespace(proposals_per_slot=3), 9), planner.anchor_count(fresh, 4)
-            (3, 3)
+            >>> planner.anchor_count(SimpleNamespace(proposals_per_slot=3), 9), planner.anchor_count(cold, 4)
+            (3, 4)
             >>> planner.anchor_count(untracked, 4)
             0
         """
@@ -233,8 +235,12 @@ class LLMPlanner:
             return n // per_slot
         if getattr(context, "provenance", None) is None:
             return 0
+        from orchestrator.policy.planners.bo import has_fitted_surrogate
         from orchestrator.policy.planners.model_share import model_slots, track_record
         from orchestrator.seeding import derive_rng
+
+        if not has_fitted_surrogate(context):
+            return n
 
         block = int(getattr(getattr(getattr(context, "spec", None), "planner", None), "batch_size", 0) or n)
         wins, losses = track_record(context.provenance, context.utilities, block)

@@ -150,8 +150,9 @@ class PlanningTools:
     # ----------------------------------------------------------------------------------------------- surrogate
     @property
     def has_surrogate(self) -> bool:
-        c = self.context
-        return c.surrogate_state is not None and len(c.observed) >= min(c.spec.planner.n_initial, 2)
+        from orchestrator.policy.planners.bo import has_fitted_surrogate
+
+        return has_fitted_surrogate(self.context)
 
     @cached_property
     def surrogate(self):

@@ -12,6 +12,8 @@ The split is **conservative** (the baseline-first rule of conservative bandits, 
 Szepesvári, 2016): bo is the baseline the arm must not fall behind, so the model gets more than an exploration
 slot only once the lab has shown its picks beat bo's.
 
+- **bo's cold start is bo's alone** (the llm arm gives it every slot, ``LLMPlanner.anchor_count``): the
+  conservative rule starts with the baseline, since no lab result has yet banked the slack an exploration spends.
 - **Until then, one exploration slot per batch** (``EXPLORE_SLOTS``): enough to build the record, little to lose. A
   model no better than bo's next-best costs at most one slot per batch; one-slot plans give it a slot with
   probability ``1 / batch_size``, the same rate.

@@ -160,7 +160,8 @@ def test_without_a_screen_the_lab_splits_each_batch_between_the_model_and_bos_an
     model = ToolUsingPolicyModel(responses=[])
     monkeypatch.setattr("orchestrator.policy.planners.llm_models.load_chat_model", lambda *args, **kwargs: model)
     spec = small_spec(lab_experiments=12, planner__main="llm", planner__control=None, planner__control_share=0.0,
-                      planner__proposals_per_slot=1, planner__batch_size=4, planner__model="openai:scripted")
+                      planner__proposals_per_slot=1, planner__batch_size=4, planner__model="openai:scripted",
+                      lab__wait="all")
     with Campaign.start(spec, db=tmp_path / "lab.db", campaign_id="lab") as campaign:
         summary = campaign.run()
         events = campaign.ledger.events("lab")
@@ -173,12 +174,14 @@ def test_without_a_screen_the_lab_splits_each_batch_between_the_model_and_bos_an
     for p in proposed:
         by_iteration.setdefault(p["iteration"], []).append(p)
     assert len(proposed) == len({p["candidate_id"] for p in proposed}) >= 12
-    for batch in by_iteration.values():
+    first, *later = [by_iteration[k] for k in sorted(by_iteration)]
+    assert len(first) == 4 and all(p["is_anchor"] for p in first), "bo's cold start is bo's alone"
+    for batch in later:
         n_anchor = sum(p["is_anchor"] for p in batch)
         if len(batch) > 1:
             assert 1 <= n_anchor <= len(batch) - 1, "the model and bo each keep a slot"
         assert all(p["is_bo_pick"] for p in batch if p["is_anchor"])
-    assert any(len(batch) > 1 for batch in by_iteration.values())
+    assert [len(batch) for batch in later] == [4, 4], "whole batches"
     # Every lab result knows whose pick it was, the same whether folded as the campaign went or read at once.
     anchors = {p["candidate_id"] for p in proposed if p["is_anchor"]}
     assert provenance == fresh and len(provenance) == len(history.results) == 12

@@ -291,6 +291,19 @@ def test_with_one_proposal_per_slot_the_models_share_follows_its_lab_record_and_
     assert split == 3
 
 
+def test_with_one_proposal_per_slot_bos_cold_start_is_all_anchors_and_calls_no_model(cold_context):
+    """Before bo's GP is fitted no lab result has earned an exploration slot: the conservative rule starts with bo."""
+    import dataclasses
+
+    context = dataclasses.replace(cold_context,
+                                  provenance=tuple(("llm", k, "anchor") for k in range(len(cold_context.observed))))
+    silent = ScriptedChatModel(responses=[])
+    planner = LLMPlanner(chat_model=silent)
+    proposals = planner.propose(context, 4)
+    assert len(proposals) == 4 and all(p.is_anchor for p in proposals) and not silent.prompts
+    assert [p.candidate.id for p in proposals] == bo_batch(context, 4), "bo's initial design, as bo alone plans it"
+
+
 def test_a_model_that_picks_the_last_shortlist_entry_gets_it(warm_context):
     model = ScriptedChatModel(responses=[answer("c23", "c22")])
     planner = LLMPlanner(chat_model=model, shortlist_size=24)  # default: twice the batch
