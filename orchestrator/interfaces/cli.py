@@ -357,13 +357,13 @@ def list_campaigns(
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list")] = False,
 ) -> None:
     """List the campaigns in a ledger database: n_lab is the lab experiments each ran; past results imported with
-    --history are counted apart, as imported."""
-    from orchestrator.interfaces.lab_counts import imported_counts, lab_counts
+    --history are counted apart, as imported, and best_value is the best of the campaign's own lab results."""
+    from orchestrator.interfaces.lab_counts import campaign_counts, imported_counts
 
     ledger = open_existing(db)
     imported = imported_counts(ledger)
-    rows = [{"campaign_id": c.id, "name": c.name, "status": c.status, **lab_counts(c, imported),
-             "best_value": c.best_value, "stop_reason": c.stop_reason} for c in ledger.campaigns()]
+    rows = [{"campaign_id": c.id, "name": c.name, "status": c.status, **campaign_counts(ledger, c, imported),
+             "stop_reason": c.stop_reason} for c in ledger.campaigns()]
     if as_json:
         emit_json(rows)
         return

@@ -36,7 +36,7 @@ from orchestrator.interfaces.background import (
     pending_approval,
     pending_failure_decision,
 )
-from orchestrator.interfaces.lab_counts import imported_counts, lab_counts
+from orchestrator.interfaces.lab_counts import campaign_counts, imported_counts
 from vocabulary.domain import ClosedLoopError, import_optional
 
 if TYPE_CHECKING:
@@ -104,14 +104,14 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
 
     def status(campaign_id: str) -> dict[str, Any]:
         row = ledger.campaign(campaign_id)
-        counts = lab_counts(row, imported_counts(ledger, campaign_id))
+        counts = campaign_counts(ledger, row, imported_counts(ledger, campaign_id))
         run = runs.get(campaign_id)
         n_events = ledger.n_events(campaign_id)
         last = ledger.events(campaign_id, after_seq=n_events - 1)
         is_running_here = run is not None and run.is_active
         return _jsonable({
             "campaign_id": campaign_id, "name": row.name, "status": row.status, "stop_reason": row.stop_reason,
-            **counts, "best_candidate_id": row.best_candidate_id, "best_value": row.best_value,
+            **counts,
             "n_events": n_events, "last_event": {"seq": last[0].seq, "type": last[0].type} if last else None,
             "run": None if run is None else run.as_dict(),
             "pending_approval": None if is_running_here or row.status == "stopped"
@@ -129,8 +129,8 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
         imported = imported_counts(ledger)
         for c in ledger.campaigns():
             run = runs.get(c.id)
-            rows.append({"campaign_id": c.id, "name": c.name, "status": c.status, **lab_counts(c, imported),
-                         "best_value": c.best_value, "stop_reason": c.stop_reason,
+            rows.append({"campaign_id": c.id, "name": c.name, "status": c.status, **campaign_counts(ledger, c, imported),
+                         "stop_reason": c.stop_reason,
                          "run_state": None if run is None else run.state})
         return _jsonable({"db": db, "campaigns": rows})
 

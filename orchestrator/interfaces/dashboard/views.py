@@ -23,7 +23,7 @@ from orchestrator.interfaces.background import (
     pending_approval,
     pending_failure_decision,
 )
-from orchestrator.interfaces.lab_counts import imported_counts, lab_counts
+from orchestrator.interfaces.lab_counts import campaign_counts, imported_counts
 from orchestrator.loop.jobs import parse_job_key
 from orchestrator.loop.resume_policy import recorded_spec
 from orchestrator.loop.summary import _label
@@ -40,13 +40,13 @@ __all__ = ["campaign_rows", "campaign_status", "funnel_stages", "lab_results", "
 def campaign_rows(ledger: Ledger, runs: BackgroundRuns) -> list[dict[str, Any]]:
     """Every campaign in the ledger, oldest first: id, name, status, lab experiments, best value, events, and the state
     of this dashboard's own run of it (None unless an approval here drives it). Imported past results are
-    ``n_imported``, not lab experiments (``lab_counts``)."""
+    ``n_imported``, not lab experiments, and the best value is of its own lab results (``campaign_counts``)."""
     rows = []
     imported = imported_counts(ledger)
     for row in ledger.campaigns():
         run = runs.get(row.id)
         rows.append({"campaign_id": row.id, "name": row.name, "status": row.status, "stop_reason": row.stop_reason,
-                     **lab_counts(row, imported), "best_value": row.best_value, "n_events": ledger.n_events(row.id),
+                     **campaign_counts(ledger, row, imported), "n_events": ledger.n_events(row.id),
                      "run_state": None if run is None else run.state})
     return rows
 
@@ -58,9 +58,8 @@ def campaign_status(ledger: Ledger, runs: BackgroundRuns, campaign_id: str, spec
     objective = spec.objective
     return {
         "campaign_id": campaign_id, "name": row.name, "status": row.status, "stop_reason": row.stop_reason,
-        **lab_counts(row, imported_counts(ledger, campaign_id)), "lab_budget": spec.budget.lab_experiments,
-        "best_value": row.best_value,
-        "best_candidate_id": row.best_candidate_id, "n_events": ledger.n_events(campaign_id),
+        **campaign_counts(ledger, row, imported_counts(ledger, campaign_id)), "lab_budget": spec.budget.lab_experiments,
+        "n_events": ledger.n_events(campaign_id),
         "main_arm": spec.planner.main, "control_arm": spec.planner.control if spec.planner.control_share else None,
         "objective": f"{objective.direction} {objective.property}" + (f" ({objective.unit})" if objective.unit else ""),
         "approval_policy": spec.approval.policy, "failure_policy": spec.lab.failure_policy,

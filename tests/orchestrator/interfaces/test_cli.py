@@ -257,6 +257,7 @@ def test_without_a_login_name_the_cli_records_plain_human(monkeypatch):
 
 
 def test_ls_counts_imported_results_apart_from_lab_experiments(tmp_path):
+    """Imported past results are history: not counted as lab experiments, and not the campaign's best value."""
     import pandas as pd
 
     from orchestrator.loop.campaign import Campaign
@@ -264,7 +265,8 @@ def test_ls_counts_imported_results_apart_from_lab_experiments(tmp_path):
     from tests.conftest import BUCHWALD_SPEC
 
     past = tmp_path / "past.csv"
-    pd.read_csv(BUCHWALD_SPEC.parent / "data" / "experiment_index.csv").iloc[:20].to_csv(past, index=False)
+    pool = pd.read_csv(BUCHWALD_SPEC.parent / "data" / "experiment_index.csv")
+    pool.sort_values("yield", ascending=False).iloc[:20].to_csv(past, index=False)  # the history holds the best
     db = tmp_path / "warm.db"
     spec = small_spec(BUCHWALD_SPEC, lab_experiments=4)
     with Campaign.start(spec, db=db, campaign_id="warm", history=HistoryFile(past)) as campaign:
@@ -272,5 +274,8 @@ def test_ls_counts_imported_results_apart_from_lab_experiments(tmp_path):
         assert campaign.ledger.campaign("warm").n_lab == 24  # the projection counts every Observed event
     [row] = json.loads(invoke("ls", "--db", db, "--json").stdout)
     assert (row["n_lab"], row["n_imported"]) == (summary["n_lab"], summary["n_imported"]) == (4, 20)
+    own = max(summary["arms"].values(), key=lambda arm: arm["best_value"])
+    assert (row["best_value"], row["best_candidate_id"]) == (own["best_value"], own["best_candidate_id"])
+    assert row["best_value"] < pool["yield"].max(), "the history's best is not the campaign's"
     table = invoke("ls", "--db", db).stdout
     assert "imported" in table and "20" in table

@@ -112,6 +112,7 @@ def test_an_agent_starts_a_campaign_watches_it_finish_and_reads_it(tmp_path):
     assert [e.type for e in events].count("Dispatched") == 6 and events[-1].type == "CampaignStopped"
     assert listed["campaigns"] == [{"campaign_id": "drive", "name": "buchwald-hartwig-yield", "status": "stopped",
                                     "n_lab": 6, "n_imported": 0, "best_value": row.best_value,
+                                    "best_candidate_id": row.best_candidate_id,
                                     "stop_reason": row.stop_reason, "run_state": "finished"}]
     # the timeline pages through the whole ledger, in order, with what `closedloop show` prints
     timeline = first["events"] + rest["events"]
