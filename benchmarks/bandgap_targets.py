@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -32,7 +33,10 @@ SEEDS, BUDGET, BATCH, TOLERANCE_EV = 20, 50, 5, 0.1
 
 
 def run(targets: tuple[float, ...], seeds: int, workers: int) -> dict:
+    from benchmarks.discovery import code_commit
     from orchestrator.bench import BenchConfig, parse_rung, run_bench
+
+    commit = code_commit()  # at the start: the code the runs use
 
     cells = {}
     for target in targets:
@@ -44,7 +48,8 @@ def run(targets: tuple[float, ...], seeds: int, workers: int) -> dict:
         report = run_bench(config)
         report.pop("runs", None)  # the per-seed numbers stay in arms.*.per_seed
         cells[f"{target:g}"] = report
-    return {"targets_eV": list(targets), "arms": list(ARMS), "seeds": seeds, "cells": cells}
+    return {"targets_eV": list(targets), "arms": list(ARMS), "seeds": seeds, "code_commit": commit,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cells": cells}
 
 
 def _cell(summary: dict) -> str:
@@ -57,6 +62,8 @@ def markdown(results: dict) -> str:
              "Median lab experiments to a top-1 % compound (IQR), 20 seeds (0–19), budget 50 in batches of 5, the "
              "PBE gap as a rung; a run that never hits counts 51. Same configuration as RESULTS.md's band-gap cell "
              "apart from the target. Regenerate with `OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.bandgap_targets`.",
+             "", f"Each arm a campaign (`closedloop bench`), measured at commit {results.get('code_commit', 'unknown')}"
+             f" on {results.get('date', 'an unrecorded date')}.",
              "", "| target (eV) | top-1 % compounds | " + " | ".join(results["arms"]) + " | bo / bo-sf |",
              "| ---: | ---: | " + " | ".join("---:" for _ in results["arms"]) + " | ---: |"]
     for target, report in results["cells"].items():
