@@ -1,0 +1,58 @@
+"""The synthetic rungs of benchmarks/rung_quality.py have the quality they claim, and the verdicts judge the promises."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.rung_quality import RUNG_COLUMN, synthetic_pool, verdicts
+
+
+@pytest.fixture()
+def source(tmp_path):
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"smiles": [f"C{'C' * k}O" for k in range(400)], "y": rng.normal(2.0, 3.0, 400)})
+    frame.loc[5, "y"] = np.nan  # no lab value: left out, as the bench leaves it out
+    frame = pd.concat([frame, frame.iloc[[7]].assign(y=frame.loc[7, "y"] + 1.0)])  # a replicate of row 7
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize(("model", "q", "low", "high"), [("same unit", 0.25, 0.93, 0.99),
+                                                          ("other unit", 0.5, 0.83, 0.93),
+                                                          ("noise", 1.0, -0.15, 0.15)])
+def test_rung_quality_is_set_by_construction(source, tmp_path, model, q, low, high):
+    before = source.read_bytes()
+    rho = synthetic_pool(source, ["smiles"], "y", model, q, seed=1, out=tmp_path / "out.csv")
+    out = pd.read_csv(tmp_path / "out.csv")
+    assert low <= rho <= high
+    assert source.read_bytes() == before
+    assert out["y"].notna().all() and len(out) == 400  # 399 with a value, plus the replicate
+    replicate = out[out["smiles"] == "C" * 8 + "O"]  # row 7 and its replicate
+    assert len(replicate) == 2 and replicate[RUNG_COLUMN].nunique() == 1
+
+
+def test_other_unit_rung_is_biased_but_ranks_alike(source, tmp_path):
+    synthetic_pool(source, ["smiles"], "y", "other unit", 0.25, seed=1, out=tmp_path / "out.csv")
+    out = pd.read_csv(tmp_path / "out.csv")
+    slope, intercept = np.polyfit(out["y"], out[RUNG_COLUMN], 1)
+    assert slope == pytest.approx(0.6, abs=0.05)
+    assert intercept < -2.0  # the offset that makes the raw order near a target wrong
+
+
+def _cell(spearman, bo, sf, cheap):
+    def summary(per_seed):
+        return {"experiments_to_top1": {"median": float(np.median(per_seed)), "per_seed": per_seed}}
+
+    return {"spearman": spearman, "arms": {"bo": summary(bo), "bo-sf": summary(sf), "cheap-first": summary(cheap)}}
+
+
+def test_verdicts_judge_only_the_promises_made_seed_by_seed():
+    assert verdicts(_cell(0.9, [6, 6], [20, 20], [6, 6])) == ("ok", "ok")
+    assert verdicts(_cell(0.9, [12, 12], [20, 20], [6, 6])) == ("2.00×", "ok")
+    assert verdicts(_cell(0.0, [30, 30], [20, 20], [6, 6])) == ("—", "1.50×")  # no promise without information
+    # the same medians, but bo loses on the seed it is paired with: the paired ratio sees it, the medians would not
+    assert verdicts(_cell(0.0, [4, 40], [40, 4], [6, 6]))[1] == "ok"
+    assert verdicts(_cell(0.0, [8, 40], [40, 4], [6, 6]))[1] == "1.41×"
