@@ -1,4 +1,5 @@
-"""Shared fixtures: a ledger in tmp_path, and small campaign specs on the shipped example data."""
+"""Shared fixtures: a ledger in tmp_path, small campaign specs on the shipped example data, and a throwaway
+PostgreSQL database (``tests.postgres``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures for every test module)
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

@@ -4,8 +4,9 @@
 starts one with the local PostgreSQL binaries (``initdb``, ``pg_ctl``) on 127.0.0.1 at a free port, in a temporary
 directory, and stops it when the test session ends. Without either, the tests that need it are skipped and say why.
 
-Test modules import the fixtures they use (``from tests.postgres import postgres_url``). The server is a
-process-wide singleton, so importing the fixtures into several modules still starts one server.
+``tests/conftest.py`` imports the fixtures, so any test module can ask for ``postgres_url`` (a module that imported
+them itself would shadow the conftest's and trip the linter's redefinition check). The server is a process-wide
+singleton, started by the first test that asks.
 """
 
 from __future__ import annotations

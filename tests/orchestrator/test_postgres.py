@@ -31,7 +31,6 @@ from tests.orchestrator.ledger.writers import (
     started,
     write_concurrently,
 )
-from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.postgres
 

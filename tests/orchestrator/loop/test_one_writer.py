@@ -25,7 +25,6 @@ from orchestrator.ledger import Ledger, verify
 from orchestrator.loop.campaign import Campaign
 from orchestrator.loop.lease import CampaignBusy, CampaignLease
 from tests.conftest import FREESOLV_SPEC, small_spec
-from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[3]
 BUDGET = 6

@@ -8,7 +8,6 @@ import pytest
 from orchestrator.ledger import verify
 from orchestrator.loop.campaign import Campaign
 from tests.conftest import small_spec
-from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -31,7 +31,6 @@ from orchestrator.ledger import (  # at import: pytest's doctest collection rebi
     Ledger,
     verify,
 )
-from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[3]
 N_KILLS = 12

@@ -22,7 +22,6 @@ from orchestrator.ledger import Ledger, verify
 from orchestrator.loop.campaign import Campaign
 from orchestrator.scale.workers import CampaignLease, run_worker
 from tests.conftest import small_spec
-from tests.postgres import postgres_server_url, postgres_url  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "worker-test-token"
