@@ -17,8 +17,6 @@ Writes ``benchmarks/results/bandgap_targets.json`` and ``benchmarks/RESULTS.band
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,16 +77,9 @@ def markdown(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--render", action="store_true", help="only re-write the markdown from the JSON")
-    parser.add_argument("--seeds", type=int, default=SEEDS)
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args(argv)
-    if not args.render:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(run(TARGETS_EV, args.seeds, args.workers), indent=1) + "\n")
-    MARKDOWN.write_text(markdown(json.loads(RESULTS.read_text())))
-    print(MARKDOWN.read_text())
+    from benchmarks.common import run_or_render
+
+    run_or_render(__doc__, RESULTS, MARKDOWN, lambda seeds, workers: run(TARGETS_EV, seeds, workers), markdown, seeds=SEEDS, argv=argv)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ __all__ = [
     "load_freesolv",
     "machine_info",
     "print_table",
+    "run_or_render",
     "sample",
     "timed",
     "write_results",
@@ -255,6 +256,24 @@ def machine_info() -> dict[str, Any]:
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "versions": _versions(["rdkit", "tblite", "pyscf", "pymatgen", "chgnet", "torch", "scipy", "numpy"]),
     }
+
+
+def run_or_render(doc: str, results: Path, markdown_path: Path, run: Callable[[int, int], dict[str, Any]],
+                  markdown: Callable[[dict[str, Any]], str], *, seeds: int, argv: list[str] | None = None) -> None:
+    """The command line of a benchmark that writes one JSON and one markdown table rendered from it: ``run(seeds,
+    workers)`` unless ``--render``, then the table, written and printed. ``doc``'s first line is the help text."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--render", action="store_true", help="only re-write the markdown from the JSON")
+    parser.add_argument("--seeds", type=int, default=seeds)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    if not args.render:
+        results.parent.mkdir(exist_ok=True)
+        results.write_text(json.dumps(run(args.seeds, args.workers), indent=1) + "\n")
+    markdown_path.write_text(markdown(json.loads(results.read_text())))
+    print(markdown_path.read_text())
 
 
 def write_results(name: str, payload: dict[str, Any], path: Path | None = None) -> Path:
