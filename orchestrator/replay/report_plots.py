@@ -129,7 +129,8 @@ def plot_funnel(stages: Sequence[tuple[str, Mapping[str, int]]], path: PlotTarge
     ax.set_yticks(positions, names)
     ax.set(xlabel="candidates", title="ladder funnel: candidates reaching each stage")
     ax.set_xlim(0, max(left) * 1.12 + 1)
-    ax.legend(loc="lower right", fontsize=8)
+    if arms:  # stages without any candidate have no arm to name
+        ax.legend(loc="lower right", fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     return _save(figure, path)
 

@@ -172,3 +172,12 @@ def test_plots_of_an_empty_campaign_still_draw(tmp_path):
         plot_rewards({}, tmp_path / "r.png"),
     ):
         assert path.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_a_funnel_of_stages_without_candidates_draws_without_a_legend_warning(tmp_path):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns when asked for a legend with no labelled bars
+        path = plot_funnel([("proposed", {}), ("lab", {})], tmp_path / "f.png")
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
