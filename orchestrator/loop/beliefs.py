@@ -100,13 +100,16 @@ def lab_beliefs(ctx: CampaignContext, candidate_ids: list[str]) -> dict[str, Bel
     if state is not None and len(history.results) >= 2:
         from orchestrator.loop.ladder_view import ladder_view
         from orchestrator.policy.planners.bo import LabUtilityModel
-        from orchestrator.policy.planners.ladder_prior import prior_rows
+        from orchestrator.policy.planners.ladder_prior import (
+            prior_rows,
+            surrogate_features,
+        )
 
-        X = ctx.pool.features
+        view = ladder_view(ctx)
+        X = surrogate_features(ctx.pool.features, state.get("prior"), view.values if view is not None else None)
         observed = [ctx.pool.index[r[0]] for r in history.results]
         rows = [ctx.pool.index[c] for c in candidate_ids]
         values = np.asarray([r[2] for r in history.results], dtype=float)
-        view = ladder_view(ctx)
         prior = prior_rows(state.get("prior"), view.values if view is not None else None, ctx.spec,
                            fitted_on=state.get("fitted_on", "utility"))
         model = LabUtilityModel(state, X[observed], utilities, values, ctx.spec.objective,

@@ -66,7 +66,7 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     n_train = len(history.results)
     rows = np.asarray([ctx.pool.index[r[0]] for r in history.results], dtype=int)
     values = np.asarray([r[2] for r in history.results], dtype=float)
-    prior, prior_train = _ladder_prior(ctx, rows, values) if n_train >= 2 else (None, None)
+    prior, prior_train, features = _ladder_prior(ctx, rows, values) if n_train >= 2 else (None, None, None)
     is_due = is_refit_due(n_train, fitted[-1]["n_train"] if fitted else None, ctx.spec.planner.batch_size)
     if not is_due and _prior_kind(fitted[-1]["hyperparameters"].get("prior")) == _prior_kind(prior):
         # Hyperparameters move slowly: keep them (and the prior they were fitted with), and let the planner condition
@@ -74,7 +74,8 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         hyperparameters = fitted[-1]["hyperparameters"]
         model = fitted[-1]["model"].replace("refit", "kept")
     elif _fits_surrogate(ctx) and n_train >= 2:
-        hyperparameters = campaign_surrogate_state(ctx.spec, ctx.pool.features[rows], values, prior=prior,
+        hyperparameters = campaign_surrogate_state(ctx.spec, (ctx.pool.features if features is None else features)[rows],
+                                                   values, prior=prior,
                                                    prior_train=prior_train,
                                                    seed=derive_seed(ctx.seed, iteration, "learn"))
         model = f"pyro-gp:{hyperparameters['kernel']}:refit"
@@ -114,19 +115,27 @@ def _fits_surrogate(ctx: CampaignContext) -> bool:
 
 
 def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
-    """The ladder prior to fit with (``planners.ladder_prior``) and its value at the training rows, when the main arm
-    plans with the ladder and a rung was surveyed; (None, None) otherwise."""
+    """(prior, its mean at the training rows, the GP's inputs per pool row) when the main arm plans with the ladder
+    and a rung was surveyed (``planners.ladder_prior``): a ``mean`` prior has no extra input (None), a ``feature``
+    prior no mean (None); (None, None, None) without a prior."""
     from orchestrator.loop.ladder_view import ladder_view
     from orchestrator.policy.planners.bo import surrogate_fits_values
-    from orchestrator.policy.planners.ladder_prior import choose_prior, prior_rows
+    from orchestrator.policy.planners.ladder_prior import (
+        choose_prior,
+        prior_form,
+        prior_rows,
+        surrogate_features,
+    )
 
     view = ladder_view(ctx)
     if view is None or not getattr(ctx.planners[ctx.spec.planner.main], "uses_ladder", False):
-        return None, None
-    prior = choose_prior(view.values, rows, values, ctx.spec)
+        return None, None, None
+    prior = choose_prior(view.values, rows, values, ctx.spec, form=prior_form(ctx.spec, ctx.pool.features))
+    if prior is not None and prior.get("form") == "feature":
+        return prior, None, surrogate_features(ctx.pool.features, prior, view.values)
     at_rows = prior_rows(prior, view.values, ctx.spec,
                          fitted_on="value" if surrogate_fits_values(ctx.spec) else "utility")
-    return (None, None) if at_rows is None else (prior, at_rows[rows])
+    return (None, None, None) if at_rows is None else (prior, at_rows[rows], None)
 
 
 def _arms_compared(ctx: CampaignContext, iteration: int, history) -> ArmsCompared | None:

@@ -24,7 +24,7 @@ from vocabulary.domain import Proposal
 
 __all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
            "choose_kernel", "cold_start_count", "fit_surrogate_state", "folded_utility_moments", "has_fitted_surrogate",
-           "rung_slots", "state_prior", "surrogate_fits_values", "surrogate_targets"]
+           "rung_slots", "state_features", "state_prior", "surrogate_fits_values", "surrogate_targets"]
 
 
 class PriorMean(Protocol):
@@ -201,15 +201,28 @@ class LabUtilityModel:
         return log_window_improvement(mean, sd, self.target, max(-best_utility, floor))
 
 
+def state_features(context: PlanningContext):
+    """The GP's inputs per pool row for ``context.surrogate_state``: the pool's features, plus its ladder prior's
+    rung when the prior is a feature (``ladder_prior.surrogate_features``)."""
+    state = context.surrogate_state
+    if not state or not state.get("prior"):
+        return context.pool.features
+    from orchestrator.policy.planners.ladder_prior import surrogate_features
+
+    ladder = getattr(context, "ladder", None)
+    return surrogate_features(context.pool.features, state["prior"], ladder.values if ladder is not None else None)
+
+
 def campaign_utility_model(context: PlanningContext) -> LabUtilityModel:
     """The campaign's GP on ``context`` with its ladder prior, if its state records one: what the planners, the
     screen and the llm arm's tools all read. ``predict_rows`` and ``log_improvement_rows`` take pool rows."""
     prior = state_prior(context)
     observed = np.asarray(context.observed, dtype=int)
-    model = LabUtilityModel(context.surrogate_state, context.pool.features[observed], context.utilities,
+    features = state_features(context)
+    model = LabUtilityModel(context.surrogate_state, features[observed], context.utilities,
                             context.values, context.spec.objective,
                             prior_train=None if prior is None else prior[observed])
-    model.pool_features, model.pool_prior = context.pool.features, prior
+    model.pool_features, model.pool_prior = features, prior
     return model
 
 
@@ -314,7 +327,7 @@ class BOPlanner:
         from orchestrator.policy.planners.acquisition import select_batch
         from orchestrator.policy.planners.surrogate import GPSurrogate
 
-        X = context.pool.features
+        X = state_features(context)
         prior = self.prior(context)
         X_train, y_train = X[context.observed], self.training_targets(context)
         surrogate = GPSurrogate.from_hyperparameters(X_train, y_train, context.surrogate_state)

@@ -16,6 +16,17 @@ that state (the planners, the screen's beliefs, the llm arm's tools) conditions 
 Calibrations are value on value (a target window's fold stays out of the fit), shrunk towards the identity
 (``escalation.shrunk_calibration``), so a handful of extreme pairs cannot swing the line.
 
+The chosen rung enters the GP in one of two **forms** (``prior_form``), by the kernel:
+
+- ``mean`` (Tanimoto on fingerprints): the calibrated rung is the prior mean and the GP models the residual, which
+  learns a simulator's systematic errors by structure (GAFF on FreeSolv).
+- ``feature`` (Matérn-5/2 with one lengthscale per input): the rung, min-max scaled over the pool, is one more input
+  beside the descriptors, and the fit decides how much it says (its own ARD lengthscale): the nonlinear
+  autoregressive form of multi-fidelity GPs (Perdikaris et al., 2017, ``f_lab(x) = g(x, f_rung(x))``). A prior mean
+  fixes the rung's weight at the calibration's slope whatever the descriptors know; when the rung's scatter is
+  wider than what is sought (PBE's ≈ 0.5 eV against a ±0.1 eV window), the residual is noise to the GP and the
+  descriptors go unused. A fingerprint kernel has no lengthscale to weigh a continuous input, hence the mean there.
+
 Example:
     >>> import numpy as np
     >>> from types import SimpleNamespace
@@ -31,17 +42,29 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from orchestrator.policy.escalation import calibrate_rung
 
-__all__ = ["choose_prior", "prior_rows"]
+__all__ = ["choose_prior", "prior_form", "prior_rows", "surrogate_features"]
+
+
+PriorForm = Literal["mean", "feature"]
+
+
+def prior_form(spec, features) -> PriorForm:
+    """How the chosen rung enters the GP: as a ``feature`` for a Matérn kernel on an in-memory pool, else as the
+    prior ``mean`` (a fingerprint kernel, or a pool streamed chunk by chunk, whose features are not one matrix)."""
+    from orchestrator.policy.planners.bo import choose_kernel
+
+    kernel = choose_kernel(spec.campaign.kind, spec.planner.kernel)
+    return "feature" if kernel == "matern52" and isinstance(features, np.ndarray) else "mean"
 
 
 def choose_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.ndarray, lab_values: np.ndarray,
-                 spec) -> dict[str, Any] | None:
+                 spec, *, form: PriorForm = "mean") -> dict[str, Any] | None:
     """The prior to fit the surrogate with, as a JSON-safe dict, or None.
 
     Args:
@@ -49,7 +72,20 @@ def choose_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.ndar
         observed: pool rows of the lab results.
         lab_values: the lab results in the objective's unit, in the same order.
         spec: the campaign spec (its ``screening`` thresholds).
+        form: ``mean`` or ``feature`` (``prior_form``); a feature prior records the rung's range over the pool,
+            which scales it to [0, 1].
     """
+    prior = _chosen_prior(rung_values, observed, lab_values, spec)
+    if prior is None or form == "mean":
+        return prior
+    finite = np.asarray(rung_values[prior["rung"]], dtype=float)
+    finite = finite[np.isfinite(finite)]
+    low, high = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+    return {**prior, "form": "feature", "feature_range": [low, high]}
+
+
+def _chosen_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.ndarray, lab_values: np.ndarray,
+                  spec) -> dict[str, Any] | None:
     if not rung_values:
         return None
     observed = np.asarray(observed, dtype=int)
@@ -97,9 +133,10 @@ def prior_rows(prior: dict[str, Any] | None, rung_values: Mapping[str, np.ndarra
                *, fitted_on: str) -> np.ndarray | None:
     """The prior per pool row in the surrogate's unit: the calibrated value (``fitted_on="value"``) or its utility.
 
-    None when there is no prior, or its rung is not surveyed here (then the state cannot be used with a prior).
+    None when there is no prior, when the rung is a feature rather than the mean (``surrogate_features``), or when
+    its rung is not surveyed here (then the state cannot be used with a prior).
     """
-    if prior is None or not rung_values or prior["rung"] not in rung_values:
+    if prior is None or prior.get("form") == "feature" or not rung_values or prior["rung"] not in rung_values:
         return None
     raw = np.asarray(rung_values[prior["rung"]], dtype=float)
     value = prior["intercept"] + prior["slope"] * np.where(np.isfinite(raw), raw, prior["fill"])
@@ -111,3 +148,21 @@ def prior_rows(prior: dict[str, Any] | None, rung_values: Mapping[str, np.ndarra
     if direction == "minimize":
         return -value
     return -np.abs(value - float(target))
+
+
+def surrogate_features(features, prior: dict[str, Any] | None, rung_values: Mapping[str, np.ndarray] | None):
+    """The GP's inputs per pool row: ``features``, plus the prior's rung min-max scaled over the pool as the last
+    column when the prior is a ``feature`` (a failed evaluation reads as the rung's median). The descriptors are
+    min-max scaled too, so the rung meets the same lengthscale prior as any of them and the fit alone weighs it.
+
+    Example:
+        >>> prior = {"rung": "cheap", "form": "feature", "feature_range": [0.0, 4.0], "fill": 2.0}
+        >>> surrogate_features(np.zeros((2, 1)), prior, {"cheap": np.array([1.0, np.nan])}).tolist()
+        [[0.0, 0.25], [0.0, 0.5]]
+    """
+    if not prior or prior.get("form") != "feature" or not rung_values or prior["rung"] not in rung_values:
+        return features
+    raw = np.asarray(rung_values[prior["rung"]], dtype=float)
+    low, high = prior["feature_range"]
+    column = (np.where(np.isfinite(raw), raw, prior["fill"]) - low) / ((high - low) or 1.0)
+    return np.hstack([np.asarray(features, dtype=float), column[:, None]])

@@ -202,3 +202,35 @@ def test_parsers():
     assert parse_rung("pbe=pbe_gap:3600").cost_s == 3600.0 and parse_rung("e=col").cost_s == 0.0
     with pytest.raises(BenchError, match="--objective"):
         parse_objective("target:y:a:b")
+
+
+def test_on_descriptors_the_rung_is_a_gp_input_that_every_reader_rebuilds(tiny_pool, tmp_path):
+    """A Matérn pool takes the chosen rung as one more input (``ladder_prior.prior_form``), not as the prior mean:
+    the state records the form, has one lengthscale more than the descriptors, and the fit finds a perfect rung the
+    most relevant input; the plan, the screen and the bench all read it the same way (the run completes, and the
+    bench's lab order is the campaign's)."""
+    from orchestrator.loop.campaign import Campaign
+    from orchestrator.policy.planners.ladder_prior import prior_rows, surrogate_features
+
+    config = BenchConfig(pool=str(tiny_pool), id_cols=("a", "b"), objective="target:y:1.0:0.2",
+                         rungs=(parse_rung("cheap=perfect:2"),), lab_budget=20, seeds=1, arms=("bo",), batch=5)
+    problem = _problem(config, tmp_path)
+    assert problem.spec.planner.kernel == "matern52"
+    with Campaign.start(arm_spec(problem.spec, "bo", 0), db=":memory:", campaign_id="d") as campaign:
+        campaign.run()
+        states = [e.payload["hyperparameters"] for e in campaign.ledger.events("d", types=["SurrogateUpdated"])
+                  if e.payload["hyperparameters"]]
+        order = measured_order(campaign.ledger, "d")
+    state = states[-1]
+    prior = state["prior"]
+    assert prior["rung"] == "cheap" and prior["form"] == "feature"
+    n_features = problem.pool.features.shape[1]
+    assert len(state["lengthscale"]) == n_features + 1
+    assert state["lengthscale"][-1] < min(state["lengthscale"][:-1])  # the perfect rung says the most
+    rung = {"cheap": np.asarray(problem.pool.columns["perfect"], dtype=float)}
+    assert prior_rows(prior, rung, problem.spec, fitted_on="value") is None  # no prior mean in this form
+    X = surrogate_features(problem.pool.features, prior, rung)
+    assert X.shape == (len(problem.pool), n_features + 1) and X[:, -1].min() == 0.0 and X[:, -1].max() == 1.0
+    assert run_arm(problem, "bo", 0).measured == order
+    hits = problem.utilities[run_arm(problem, "bo", 0).order] >= -problem.spec.objective.tolerance
+    assert hits.any()  # a perfect rung as an input finds the window
