@@ -86,7 +86,9 @@ def _make_checkpointer(ledger: Ledger):
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     check_sqlite_file(path, what="LangGraph checkpoint file")
-    connection = sqlite3.connect(path, check_same_thread=False)
+    # The busy timeout (30 s, as the ledger's) before WAL: campaigns sharing one file (Ray fan-out) switch it to WAL
+    # together, and sqlite3's default 5 s ran out under load ("database is locked", 2026-11-29).
+    connection = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
     connection.execute("PRAGMA journal_mode=WAL")
     # As for the ledger: in WAL mode, NORMAL survives a killed process (the SIGKILL tests) and skips an fsync per
     # checkpoint; a power cut may lose the newest checkpoints, which resume re-derives from the ledger.
