@@ -119,7 +119,7 @@ def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
     and a rung was surveyed (``planners.ladder_prior``): a ``mean`` prior has no extra input (None), a ``feature``
     prior no mean (None); (None, None, None) without a prior."""
     from orchestrator.loop.ladder_view import ladder_view
-    from orchestrator.policy.planners.bo import surrogate_fits_values
+    from orchestrator.policy.planners.bo import choose_kernel, surrogate_fits_values
     from orchestrator.policy.planners.ladder_prior import (
         choose_prior,
         prior_form,
@@ -130,7 +130,8 @@ def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
     view = ladder_view(ctx)
     if view is None or not getattr(ctx.planners[ctx.spec.planner.main], "uses_ladder", False):
         return None, None, None
-    prior = choose_prior(view.values, rows, values, ctx.spec, form=prior_form(ctx.spec, ctx.pool.features))
+    kernel = choose_kernel(ctx.spec.campaign.kind, ctx.spec.planner.kernel)
+    prior = choose_prior(view.values, rows, values, ctx.spec, form=prior_form(kernel, ctx.pool.features))
     if prior is not None and prior.get("form") == "feature":
         return prior, None, surrogate_features(ctx.pool.features, prior, view.values)
     at_rows = prior_rows(prior, view.values, ctx.spec,

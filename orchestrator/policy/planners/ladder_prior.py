@@ -54,12 +54,10 @@ __all__ = ["choose_prior", "prior_form", "prior_rows", "surrogate_features"]
 PriorForm = Literal["mean", "feature"]
 
 
-def prior_form(spec, features) -> PriorForm:
-    """How the chosen rung enters the GP: as a ``feature`` for a Matérn kernel on an in-memory pool, else as the
-    prior ``mean`` (a fingerprint kernel, or a pool streamed chunk by chunk, whose features are not one matrix)."""
-    from orchestrator.policy.planners.bo import choose_kernel
-
-    kernel = choose_kernel(spec.campaign.kind, spec.planner.kernel)
+def prior_form(kernel: str, features) -> PriorForm:
+    """How the chosen rung enters a GP with ``kernel`` (``bo.choose_kernel``'s choice): as a ``feature`` for a
+    Matérn kernel on an in-memory pool, else as the prior ``mean`` (a fingerprint kernel, or a pool streamed chunk
+    by chunk, whose features are not one matrix)."""
     return "feature" if kernel == "matern52" and isinstance(features, np.ndarray) else "mean"
 
 
