@@ -90,7 +90,12 @@ def _loss_and_gradient(inputs: GPLossInputs, raw_noise: float, raw_variance: flo
         k = variance * inputs.similarity
         dk_dr2 = None
     else:
-        lengthscale = np.exp(raw_lengthscale)
+        with np.errstate(over="ignore", under="ignore"):
+            lengthscale = np.exp(raw_lengthscale)
+        if not np.all((lengthscale > 0) & np.isfinite(lengthscale)):
+            # a line-search trial step beyond exp's range (a raw lengthscale below ~−745 or above ~709): the
+            # caller's infinite loss, as for the noise and variance, not a failed fit
+            raise OverflowError("lengthscale outside exp's range")
         A = X / lengthscale
         sq = np.sum(A * A, axis=1)
         r2 = np.clip(sq[:, None] - 2.0 * (A @ A.T) + sq[None, :], 0.0, None)

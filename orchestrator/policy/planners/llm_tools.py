@@ -156,27 +156,19 @@ class PlanningTools:
 
     @cached_property
     def surrogate(self):
-        """The campaign's GP, rebuilt from its recorded hyperparameters on the lab data (with the ladder prior its
-        state records, where the bo module provides ``campaign_utility_model``); None before it exists."""
+        """The campaign's GP, rebuilt from its recorded hyperparameters on the lab data with the ladder prior its
+        state records (``bo.campaign_utility_model``, what bo and the screen read); None before it exists."""
         if not self.has_surrogate:
             return None
-        from orchestrator.policy.planners import bo
+        from orchestrator.policy.planners.bo import campaign_utility_model
 
-        c = self.context
-        factory = getattr(bo, "campaign_utility_model", None)
-        if factory is not None:
-            return factory(c)
-        return bo.LabUtilityModel(c.surrogate_state, c.pool.features[c.observed], c.utilities, c.values, c.spec.objective)
+        return campaign_utility_model(self.context)
 
     def predict_utilities(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
         """Posterior mean and sd of the utility at pool rows, or None without a surrogate."""
         if self.surrogate is None or len(indices) == 0:
             return None
-        rows = np.asarray(indices, dtype=int)
-        known = getattr(self.surrogate, "pool_features", None)
-        if known is not None and hasattr(self.surrogate, "predict_rows") and rows.max() < len(known):
-            return self.surrogate.predict_rows(rows)  # the prior, if any, is known per pool row
-        return self.surrogate.predict(self.context.pool.features[rows])
+        return self.surrogate.predict_rows(np.asarray(indices, dtype=int))  # the GP's inputs and prior per pool row
 
     # ----------------------------------------------------------------------------------------------- tools
     def predict(self, candidate_ids: Sequence[str]) -> str:
@@ -402,9 +394,6 @@ def select_shortlist(tools: PlanningTools, size: int) -> tuple[list[int], np.nda
         rng = derive_rng(c.seed, c.iteration, "plan", "llm-shortlist")
         return [int(i) for i in rng.choice(available, size=size, replace=False)], None
     best = float(np.max(c.utilities))
-    if hasattr(tools.surrogate, "log_improvement_rows"):
-        log_ei = tools.surrogate.log_improvement_rows(available, best)
-    else:
-        log_ei = tools.surrogate.log_improvement(c.pool.features[available], best)
+    log_ei = tools.surrogate.log_improvement_rows(available, best)
     order = np.argsort(-log_ei, kind="stable")[:size]
     return [int(available[k]) for k in order], log_ei[order]

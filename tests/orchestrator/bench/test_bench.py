@@ -234,3 +234,23 @@ def test_on_descriptors_the_rung_is_a_gp_input_that_every_reader_rebuilds(tiny_p
     assert run_arm(problem, "bo", 0).measured == order
     hits = problem.utilities[run_arm(problem, "bo", 0).order] >= -problem.spec.objective.tolerance
     assert hits.any()  # a perfect rung as an input finds the window
+    # the llm arm's tools read the same GP on the same inputs as bo and the screen
+    from orchestrator.loop.ladder_view import LadderView
+    from orchestrator.policy.planners import PlanningContext
+    from orchestrator.policy.planners.bo import campaign_utility_model
+    from orchestrator.policy.planners.llm_tools import PlanningTools, select_shortlist
+
+    observed = np.asarray(run_arm(problem, "bo", 0).order[:10], dtype=int)
+    lab = np.asarray(problem.pool.columns["y"], dtype=float)
+    context = PlanningContext(spec=problem.spec, pool=problem.pool, iteration=3, observed=observed,
+                              available=np.setdiff1d(np.arange(len(problem.pool)), observed),
+                              utilities=problem.utilities[observed], values=lab[observed],
+                              pending=np.zeros(0, dtype=int), surrogate_state=state, seed=0,
+                              ladder=LadderView(values=rung, cost_s={"cheap": 2.0}))
+    tools = PlanningTools(context)
+    assert tools.surrogate.pool_features.shape[1] == n_features + 1
+    rows = context.available[:7]
+    assert np.allclose(tools.predict_utilities(rows), campaign_utility_model(context).predict_rows(rows))
+    shortlist, log_ei = select_shortlist(tools, 5)
+    expected = campaign_utility_model(context).log_improvement_rows(context.available, float(np.max(context.utilities)))
+    assert np.allclose(log_ei, np.sort(expected)[::-1][:5])

@@ -110,9 +110,12 @@ def test_a_trial_step_beyond_exps_range_is_rejected_and_the_fit_still_converges(
     optimum as without the failed trial."""
     from orchestrator.policy.planners import gp_gradients
 
+    tiny = GPLossInputs(X=np.eye(2), y=np.ones(2), similarity=None, jitter=1e-6, noise_floor=1e-6, priors=True)
     with pytest.raises(OverflowError):
-        loss_and_gradient(GPLossInputs(X=np.eye(2), y=np.ones(2), similarity=None, jitter=1e-6, noise_floor=1e-6,
-                                       priors=True), 0.0, 800.0, np.zeros(2))
+        loss_and_gradient(tiny, 0.0, 800.0, np.zeros(2))
+    for raw_lengthscale in ([-800.0, 0.0], [0.0, 800.0]):  # exp underflows to 0 (X / 0) or overflows to inf
+        with pytest.raises(OverflowError), np.errstate(all="raise"):  # and no NumPy warning on the way
+            loss_and_gradient(tiny, 0.0, 0.0, np.asarray(raw_lengthscale))
     rng = np.random.default_rng(0)
     X = rng.normal(size=(12, 6))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=12)
