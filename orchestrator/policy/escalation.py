@@ -43,6 +43,7 @@ __all__ = [
     "calibrate_rung",
     "decision_threshold",
     "expected_value_of_information",
+    "probability_informative",
     "promote_by_value_per_cost",
     "shrunk_calibration",
 ]
@@ -153,6 +154,48 @@ def shrunk_calibration(proxy: Sequence[float], lab: Sequence[float], spread: flo
     rhs = prior_precision @ np.array([centre, 1.0]) + X.T @ np.asarray(lab, dtype=float)
     a, m = np.linalg.solve(prior_precision + X.T @ X, rhs)
     return float(a - m * centre), float(m)
+
+
+def probability_informative(proxy: Sequence[float], lab: Sequence[float], spread: float,
+                            centre: float = 0.0) -> float:
+    """P(the lab depends on the rung | the pairs), by the Bayes factor of two conjugate linear models at even odds.
+
+    H1 is ``shrunk_calibration``'s model (``lab ≈ a + m · (proxy − centre)``, prior mean (centre, 1), prior precision
+    diag(1, spread²) in units of the residual variance); H0 drops the slope (``lab ≈ a + noise``, the same prior on
+    ``a``). With Jeffreys' prior on the residual variance, shared by both, each marginal likelihood is closed form
+    (a normal-inverse-gamma model), so the probability is exact for any number of pairs; no pair gives ½. A rung
+    that tracks the lab wins fast (its factor grows exponentially in the pairs); pure noise loses about as 1/√n
+    (P ≈ 0.3 on 5 pairs, 0.25 on 10), long before a test rules it out (about 35 pairs, ``is_informative``).
+
+    Example:
+        >>> probability_informative([], [], 1.0)
+        0.5
+        >>> x = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        >>> probability_informative(x, [0.1, 1.2, 1.9, 3.1, 4.0, 5.2], 1.7) > 0.99
+        True
+        >>> probability_informative(x, [2.0, 3.1, 1.0, 2.9, 1.1, 2.2], 1.7) < 0.2
+        True
+    """
+    y = np.asarray(lab, dtype=float)
+    if len(y) == 0:
+        return 0.5
+    spread = spread if spread > 0 and math.isfinite(spread) else 1.0
+    x = np.asarray(proxy, dtype=float) - centre
+    with_slope = _log_evidence(np.column_stack([np.ones(len(x)), x]), y, np.array([centre, 1.0]),
+                               np.diag([1.0, spread**2]))
+    without = _log_evidence(np.ones((len(x), 1)), y, np.array([centre]), np.eye(1))
+    return float(1.0 / (1.0 + math.exp(min(max(without - with_slope, -700.0), 700.0))))
+
+
+def _log_evidence(X: np.ndarray, y: np.ndarray, prior_mean: np.ndarray, prior_precision: np.ndarray) -> float:
+    """log p(y) of ``y = X β + ε``, ``β ~ N(prior_mean, σ² prior_precision⁻¹)``, ``p(σ²) ∝ 1/σ²``, up to the terms
+    every such model of the same ``y`` shares (π^(−n/2) Γ(n/2))."""
+    posterior_precision = prior_precision + X.T @ X
+    posterior_mean = np.linalg.solve(posterior_precision, prior_precision @ prior_mean + X.T @ y)
+    residual = float(y @ y + prior_mean @ prior_precision @ prior_mean
+                     - posterior_mean @ posterior_precision @ posterior_mean)
+    return float(0.5 * (np.linalg.slogdet(prior_precision)[1] - np.linalg.slogdet(posterior_precision)[1])
+                 - 0.5 * len(y) * math.log(max(residual, 1e-300)))
 
 
 def calibrate_rung(rung: str, pairs: Sequence[tuple[float, float]], *, spread: float | None = None,

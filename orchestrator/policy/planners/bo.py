@@ -14,6 +14,7 @@ every reader conditions it on the same numbers (``surrogate_targets``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -338,7 +339,9 @@ class BOPlanner:
         target = float(context.spec.objective.target) if is_value else None
         best = self._incumbent(context, surrogate, X_train, prior, target)
         rung_order = self._rung_order(context)
-        n_rung = rung_slots(n, len(context.observed) + len(context.pending)) if rung_order is not None else 0
+        n_rung = 0 if rung_order is None else rung_slots(
+            n, len(context.observed) + len(context.pending),
+            share=min(RUNG_SHARE, context.surrogate_state["prior"].get("evidence", RUNG_SHARE)))
         n_model = n - n_rung
         if n_model == 0:
             chosen, log_ei = np.zeros(0, dtype=int), []
@@ -406,23 +409,36 @@ class BOPlanner:
                 for k, i in enumerate(order)]
 
 
-def rung_slots(n: int, started: int = 0) -> int:
-    """How many of a batch of ``n`` follow the prior's rung read as it stands once the surrogate is fitted: half,
-    rounded down, so the model keeps the first pick of every batch. A one-slot plan (an asynchronous campaign) goes
-    to the rung every other time, by the parity of ``started`` (lab experiments observed or pending).
+#: The largest share of a batch that follows the prior's rung as it stands: before the lab's answers nothing favours
+#: the calibrated model or the rung's own order, so each gets half.
+RUNG_SHARE = 0.5
 
-    A portfolio of two sources of picks, the calibrated model and the rung's own order, each with half the lab
-    slots: whichever of the two is right, the campaign finds what it would have found within about twice the lab
-    experiments, so a good rung is never worth much less than measuring in its order (``cheap-first``). Halves,
-    because before the lab's answers nothing favours either source; the share ends when the lab rules the rung out
-    (no prior). Only to maximise or minimise, where every increasing calibration ranks as the raw rung does (the
+
+def rung_slots(n: int, started: int = 0, *, share: float = RUNG_SHARE) -> int:
+    """How many of a batch of ``n`` follow the prior's rung read as it stands once the surrogate is fitted:
+    ``⌊share · n⌋``, so the model keeps the first pick of every batch. A one-slot plan (an asynchronous campaign)
+    goes to the rung when ``⌊share · (started + 1)⌋`` steps past ``⌊share · started⌋`` (every other time at ½),
+    ``started`` counting lab experiments observed or pending.
+
+    A portfolio of two sources of picks, the calibrated model and the rung's own order: whichever of the two is
+    right, the campaign finds what it would have found within about 1/share times the lab experiments, so a good
+    rung is never worth much less than measuring in its order (``cheap-first``). The share is matched to the
+    probability that the rung says anything at all (the prior's ``evidence``, ``escalation.probability_informative``),
+    capped at ``RUNG_SHARE``: ½ before any pair and while the pairs support the rung, shrinking as they doubt it (a
+    pure-noise rung: 1 of 5 after a batch or two, 0 once P < 0.2), and none once the lab rules it out (no prior).
+    Only to maximise or minimise, where every increasing calibration ranks as the raw rung does (the
     ``cold_start_count`` argument); near a target the raw order is wrong by the rung's offset (orchestrator/DECISIONS.md).
 
     Example:
         >>> rung_slots(5), rung_slots(4), rung_slots(1, started=6), rung_slots(1, started=7)
         (2, 2, 0, 1)
+        >>> rung_slots(5, share=0.3), rung_slots(5, share=0.15), [rung_slots(1, k, share=0.25) for k in range(4)]
+        (1, 0, [0, 0, 0, 1])
     """
-    return n // 2 if n > 1 else started % 2
+    share = min(max(float(share), 0.0), 1.0)
+    if n > 1:
+        return int(math.floor(share * n + 1e-9))
+    return int(math.floor(share * (started + 1) + 1e-9) - math.floor(share * started + 1e-9))
 
 
 def _interleave(first: list, second: list) -> list:

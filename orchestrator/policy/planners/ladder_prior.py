@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from orchestrator.policy.escalation import calibrate_rung
+from orchestrator.policy.escalation import calibrate_rung, probability_informative
 
 __all__ = ["choose_prior", "prior_form", "prior_rows", "surrogate_features"]
 
@@ -102,7 +102,8 @@ def _chosen_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.nda
         name = next(iter(rung_values))
         first = calibrations[name]
         return {"rung": name, "intercept": first.intercept, "slope": first.slope, "fill": _fill(rung_values[name]),
-                "is_calibrated": False, "calibrations": numbers}
+                "is_calibrated": False, "evidence": _evidence(rung_values[name], observed, lab_values),
+                "calibrations": numbers}
     verdicts = {name: c.is_informative(min_pairs=screening.min_pairs,
                                        min_informativeness=screening.min_informativeness)
                 for name, c in calibrations.items()}
@@ -117,7 +118,19 @@ def _chosen_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.nda
         name, is_calibrated = undecided[0], False  # the cheapest rung not yet ruled out keeps its optimistic prior
     chosen = calibrations[name]
     return {"rung": name, "intercept": chosen.intercept, "slope": chosen.slope, "fill": _fill(rung_values[name]),
-            "is_calibrated": is_calibrated, "calibrations": numbers}
+            "is_calibrated": is_calibrated, "evidence": _evidence(rung_values[name], observed, lab_values),
+            "calibrations": numbers}
+
+
+def _evidence(values: np.ndarray, observed: np.ndarray, lab_values: np.ndarray) -> float:
+    """P(the lab depends on this rung | its pairs so far) (``escalation.probability_informative``, on the scale of
+    the rung over the pool, as its calibration): how much of a batch ``bo.rung_slots`` gives the rung's order."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    known = np.isfinite(values[observed])
+    return probability_informative(values[observed][known], np.asarray(lab_values, dtype=float)[known],
+                                   spread=float(np.std(finite)) if len(finite) > 1 else 1.0,
+                                   centre=float(np.mean(finite)) if len(finite) else 0.0)
 
 
 def _fill(values: np.ndarray) -> float:

@@ -10,6 +10,7 @@ from orchestrator.policy.escalation import (
     calibrate_rung,
     decision_threshold,
     expected_value_of_information,
+    probability_informative,
     promote_by_value_per_cost,
 )
 from tests.conftest import FREESOLV_SPEC, small_spec
@@ -58,6 +59,38 @@ def test_threshold_and_calibration():
     against = calibrate_rung("a", list(zip(x, -x)))  # a proxy that disagrees is no proxy
     assert against.is_informative(min_pairs=5, min_informativeness=0.3) is False
     assert calibrate_rung("few", [(0, 0), (1, 1)]).is_informative() is None
+
+
+def test_the_probability_that_a_rung_is_informative_is_the_exact_bayes_factor_and_falls_fast_for_noise():
+    """The closed form agrees with the Bayes factor integrated numerically (over the slope, the intercept and the
+    residual variance), is invariant to the lab's unit, and separates noise from a real rung long before a test
+    could rule the noise out."""
+    from scipy import stats
+
+    x = np.array([0.3, -1.2, 0.8, 1.9, -0.4, 0.1, -0.9])
+    y = np.array([1.1, -0.2, 0.4, 2.6, 0.9, 0.2, 0.5])
+    spread, centre = 1.1, 0.2
+    # Riemann sums on a grid over the intercept a, the slope m and log σ (Jeffreys' 1/σ² is flat in log σ)
+    a = np.linspace(-5.0, 6.0, 161)[:, None, None]
+    m = np.linspace(-5.0, 7.0, 161)[None, :, None]
+    sigma = np.exp(np.linspace(np.log(0.05), np.log(20.0), 161))[None, None, :]
+    residuals = y[:, None, None, None] - (a + m * (x - centre)[:, None, None, None])
+    log_likelihood = stats.norm.logpdf(residuals, 0.0, sigma).sum(axis=0)
+    prior_a = stats.norm.pdf(a, centre, sigma)
+    h1 = np.sum(np.exp(log_likelihood) * prior_a * stats.norm.pdf(m, 1.0, sigma / spread))
+    h1 = h1 * (m[0, 1, 0] - m[0, 0, 0])  # the slope's step; every other step is shared with H0
+    flat = stats.norm.logpdf(y[:, None, None] - a[:, :, 0][None], 0.0, sigma[0][None]).sum(axis=0)  # (a, σ)
+    h0 = np.sum(np.exp(flat) * prior_a[:, 0, :])
+    assert probability_informative(x, y, spread, centre) == pytest.approx(h1 / (h1 + h0), abs=2e-3)
+    assert probability_informative([], [], spread) == 0.5
+    rng = np.random.default_rng(3)
+    noise = [np.mean([probability_informative(rng.normal(size=n), rng.normal(size=n), 1.0) for _ in range(200)])
+             for n in (5, 10, 30)]
+    assert noise[0] < 0.4 and noise[2] < noise[1] < noise[0]  # pure noise: doubted at once, more with every pair
+    lab = rng.normal(size=15)
+    rung = 0.8 * lab + 0.6 * rng.normal(size=15)  # ρ ≈ 0.8
+    p = probability_informative(rung, lab, float(np.std(rung)), float(np.mean(rung)))
+    assert p > 0.95 and probability_informative(rung, 3.0 * lab, float(np.std(rung)), float(np.mean(rung))) > 0.95
 
 
 def test_an_uninformative_rung_is_measured_then_skipped_by_every_arm(tmp_path):

@@ -179,7 +179,7 @@ def test_no_informative_rung_means_no_prior(freesolv):
     many = np.arange(0, len(pool), 4)  # enough pairs to rule a coin out (30 can only fail to prove it)
     assert choose_prior(noise, many, truth[many], spec) is None
     undecided = choose_prior(noise, observed, values, spec)
-    assert undecided is None or not undecided["is_calibrated"]
+    assert not undecided["is_calibrated"] and undecided["evidence"] < 0.4  # 30 pairs: doubted, not ruled out
     before = choose_prior(noise, observed[:3], values[:3], spec)  # too few pairs to judge: shrunk to the identity
     assert before["rung"] == "coin" and not before["is_calibrated"]
     assert choose_prior(noise, observed[:0], values[:0], spec)["slope"] == 1.0  # no pair: the rung as it stands
@@ -218,6 +218,15 @@ def test_half_of_each_batch_follows_the_prior_rung_as_it_stands(freesolv):
     assert [picked[1], picked[3]] == by_rung
     assert all("log expected improvement" in proposals[k].rationale for k in (0, 2, 4))
     assert all("as it stands" in proposals[k].hypothesis for k in (1, 3))
+    assert state["prior"]["evidence"] > 0.99  # the pairs leave no doubt that this rung tracks the lab
+
+    def rung_picks(evidence):  # the rung's share follows the evidence that it says anything (capped at ½)
+        prior = dict(state["prior"], evidence=evidence) if evidence is not None else {
+            k: v for k, v in state["prior"].items() if k != "evidence"}
+        doubted = dataclasses.replace(context, surrogate_state={**state, "prior": prior})
+        return sum("as it stands" in p.hypothesis for p in BOPlanner().propose(doubted, 5))
+
+    assert [rung_picks(0.9), rung_picks(0.3), rung_picks(0.1), rung_picks(None)] == [2, 1, 0, 2]  # None: old ledger
     model_only = "highest log expected improvement given the lab data and pending jobs"
     assert set(rationales(BOPlanner(uses_ladder=False), context, 5)) == {model_only}  # bo-sf
     no_prior = dataclasses.replace(context, surrogate_state=campaign_surrogate_state(
