@@ -21,7 +21,7 @@ with ``ε`` standard normal and ``q`` in 0.25, 0.5, 1 (a Pearson correlation wit
 1 CPU-h). The data are the copies in ``benchmarks/data`` (provenance in each SOURCE.txt); the synthetic column is
 added in a temporary copy, the files are never written.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.rung_quality          # about 8 min here
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.rung_quality          # about 11 min here
     .venv/bin/python -m benchmarks.rung_quality --render                  # only re-write the markdown
 
 Writes ``benchmarks/results/rung_quality.json`` and ``benchmarks/RESULTS.rung_quality.md``.
@@ -39,6 +39,7 @@ RESULTS = ROOT / "results" / "rung_quality.json"
 MARKDOWN = ROOT / "RESULTS.rung_quality.md"
 ARMS = ("bo", "bo-sf", "cheap-first")
 SEEDS, BUDGET, BATCH, RUNG_COST_S, LAB_COST_S = 20, 50, 5, 3600.0, 86400.0
+NOISE_SEEDS = 100  # a pure-noise rung's cold start is another random draw than bo-sf's: 20 seeds cannot average it
 NOISE_LEVELS = (0.25, 0.5, 1.0)
 OTHER_UNIT_SCALE, OTHER_UNIT_OFFSET_SD = 0.6, -1.5
 INFORMATIVE_SPEARMAN = 0.3  # the learn node's own bar for "the rung ranks the lab's values"
@@ -140,9 +141,11 @@ def run(seeds: int, workers: int) -> dict:
 
     commit = code_commit()  # at the start: the code the runs use
     cells = [(problem, model, q) for problem in PROBLEMS for model, q in rung_models()]
+    noise = [(problem, "noise", 1.0) for problem in PROBLEMS]
     return {"arms": list(ARMS), "seeds": seeds, "budget": BUDGET, "batch": BATCH, "code_commit": commit,
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "cells": run_cells(cells, seeds, workers)}
+            "cells": run_cells(cells, seeds, workers),
+            "noise_seeds": NOISE_SEEDS, "noise_cells": run_cells(noise, NOISE_SEEDS, workers, arms=("bo", "bo-sf"))}
 
 
 def _median(cell: dict, arm: str, metric: str = "experiments_to_top1") -> float:
@@ -157,6 +160,18 @@ def paired_ratio(cell: dict, arm: str, other: str) -> float:
     mine = np.asarray(cell["arms"][arm]["experiments_to_top1"]["per_seed"], dtype=float)
     theirs = np.asarray(cell["arms"][other]["experiments_to_top1"]["per_seed"], dtype=float)
     return float(np.exp(np.mean(np.log(mine / theirs))))
+
+
+def paired_interval(cell: dict, arm: str, other: str, z: float = 1.6449) -> tuple[float, float, float]:
+    """``paired_ratio`` and its two-sided 90 % interval (the normal approximation on the mean log ratio)."""
+    import numpy as np
+
+    mine = np.asarray(cell["arms"][arm]["experiments_to_top1"]["per_seed"], dtype=float)
+    theirs = np.asarray(cell["arms"][other]["experiments_to_top1"]["per_seed"], dtype=float)
+    logs = np.log(mine / theirs)
+    half = z * float(np.std(logs, ddof=1)) / np.sqrt(len(logs)) if len(logs) > 1 else float("inf")
+    centre = float(np.mean(logs))
+    return float(np.exp(centre)), float(np.exp(centre - half)), float(np.exp(centre + half))
 
 
 def verdicts(cell: dict) -> tuple[str, str]:
@@ -200,7 +215,26 @@ def markdown(results: dict) -> str:
     lines += ["", f"bo needs no more lab experiments than cheap-first on {tally['cheap-first'][0]} of "
               f"{tally['cheap-first'][1]} rows with an informative rung (ρ ≥ {INFORMATIVE_SPEARMAN}), and no more "
               f"than bo-sf on {tally['bo-sf'][0]} of {tally['bo-sf'][1]} rows (paired geometric means).", ""]
+    if results.get("noise_cells"):
+        lines += _noise_table(results)
     return "\n".join(lines)
+
+
+def _noise_table(results: dict) -> list[str]:
+    """The pure-noise rows again over ``noise_seeds`` seeds, bo against bo-sf with a 90 % interval."""
+    n = results["noise_seeds"]
+    lines = [f"## Pure-noise rungs over {n} seeds", "",
+             f"A noise rung's cold start is a random draw other than bo-sf's, so a 20-seed ratio above carries that "
+             f"draw's luck. The same rows over seeds 0–{n - 1}, bo and bo-sf only: median lab experiments to a "
+             f"top-1 % candidate and the paired geometric mean of bo over bo-sf with its 90 % interval (normal "
+             f"approximation on the mean log ratio). Measured at commit "
+             f"{results.get('noise_code_commit', results['code_commit'])}.", "",
+             "| problem | bo | bo-sf | bo vs bo-sf | 90 % interval |", "| --- | ---: | ---: | ---: | --- |"]
+    for cell in results["noise_cells"]:
+        ratio, low, high = paired_interval(cell, "bo", "bo-sf")
+        lines.append(f"| {cell['problem']} | {_median(cell, 'bo'):g} | {_median(cell, 'bo-sf'):g} | {ratio:.2f}× | "
+                     f"{low:.2f}–{high:.2f} |")
+    return lines + [""]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -56,3 +56,21 @@ def test_verdicts_judge_only_the_promises_made_seed_by_seed():
     # the same medians, but bo loses on the seed it is paired with: the paired ratio sees it, the medians would not
     assert verdicts(_cell(0.0, [4, 40], [40, 4], [6, 6]))[1] == "ok"
     assert verdicts(_cell(0.0, [8, 40], [40, 4], [6, 6]))[1] == "1.41×"
+
+
+def test_the_noise_table_gives_each_ratio_with_an_interval_that_narrows_with_seeds():
+    from benchmarks.rung_quality import markdown, paired_interval
+
+    few = _cell(0.0, [10, 30, 20, 15], [20, 15, 20, 30], [51] * 4)
+    ratio, low, high = paired_interval(few, "bo", "bo-sf")
+    assert low < ratio < high and ratio == pytest.approx(float(np.exp(np.mean(np.log([0.5, 2.0, 1.0, 0.5])))))
+    many = _cell(0.0, [10, 30, 20, 15] * 25, [20, 15, 20, 30] * 25, [51] * 100)
+    assert paired_interval(many, "bo", "bo-sf")[0] == pytest.approx(ratio)
+    assert paired_interval(many, "bo", "bo-sf")[2] - paired_interval(many, "bo", "bo-sf")[1] < (high - low) / 3
+    results = {"arms": ["bo", "bo-sf", "cheap-first"], "code_commit": "abc1234", "date": "2026-11-29",
+               "cells": [],
+               "noise_seeds": 100, "noise_cells": [dict(many, problem="esol maximise", model="noise", q=1.0)]}
+    text = markdown(results)
+    assert "## Pure-noise rungs over 100 seeds" in text
+    row = next(line for line in text.splitlines() if line.startswith("| esol maximise | 17.5 | 20 |"))
+    assert f"{ratio:.2f}×" in row
