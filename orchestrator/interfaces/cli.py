@@ -246,6 +246,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         ("hits", str(summary["n_hits"])),
         ("simulated lab time", f"{summary['lab_hours']:.1f} h"),
         ("simulator compute", f"{summary['compute_s']:.1f} s"),
+        ("ladder in the GP", _ladder_prior_text(summary.get("ladder_prior"))),
         ("ledger", summary["db"]),
     ]:
         table.add_row(name, value)
@@ -263,6 +264,16 @@ def _print_summary(summary: dict[str, Any]) -> None:
         keys = summary["approval"]["job_keys"]
         out.print(f"[yellow]waiting for approval of {len(keys)} lab job(s):[/] "
                   f"closedloop run --resume {summary['campaign_id']} --db {summary['db']} --approve all")
+
+
+def _ladder_prior_text(prior: dict[str, Any] | None) -> str:
+    """The GP's last ladder prior in words (``summary.ladder_prior``)."""
+    if not prior:
+        return "none (the GP plans on lab results alone)"
+    role = "an input" if prior["form"] == "feature" else "the prior mean"
+    proof = "proved informative" if prior["is_calibrated"] else "not yet proved informative"
+    evidence = "" if prior.get("evidence") is None else f", P(informative) {prior['evidence']:.2f}"
+    return f"{prior['rung']} as {role}, {proof} on {prior['n_train']} lab results{evidence}"
 
 
 def _comparison_sentence(summary: dict[str, Any]) -> str:

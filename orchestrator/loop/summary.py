@@ -17,7 +17,14 @@ from orchestrator.loop.resume_policy import recorded_spec
 from orchestrator.policy.planner_stats import planner_stats
 from orchestrator.seeding import derive_rng, derive_seed
 from orchestrator.spec import ObjectiveSpec
-from vocabulary.events import Observed, RungSurveyed, Screened, Simulated, batch_records
+from vocabulary.events import (
+    Observed,
+    RungSurveyed,
+    Screened,
+    Simulated,
+    SurrogateUpdated,
+    batch_records,
+)
 
 __all__ = ["arm_comparison", "comparison_ceiling", "comparison_sentence", "measured_order", "summarise"]
 
@@ -220,6 +227,22 @@ def measured_order(ledger: Ledger, campaign_id: str) -> list[str]:
     return list(dict.fromkeys(job.candidate_id for job in jobs))
 
 
+def ladder_prior(ledger: Ledger, campaign_id: str) -> dict[str, Any] | None:
+    """What the campaign's GP last took from the ladder (``planners.ladder_prior``), from its last fitted state: the
+    rung, its ``form`` (``mean`` or GP ``feature``), whether the lab has proved it informative, ``evidence`` (the
+    probability given its pairs that it is informative at all; None in ledgers from before it was recorded), the
+    calibration line (lab value ≈ intercept + slope · rung value) and the lab results it was fitted on. None before
+    the GP is fitted or when it plans without a rung (single fidelity, or every rung ruled out)."""
+    fitted = [e.payload for e in ledger.events(campaign_id, types=[SurrogateUpdated.type])
+              if e.payload.get("hyperparameters")]
+    if not fitted or not fitted[-1]["hyperparameters"].get("prior"):
+        return None
+    prior = fitted[-1]["hyperparameters"]["prior"]
+    return {"rung": prior["rung"], "form": prior.get("form", "mean"), "is_calibrated": prior["is_calibrated"],
+            "evidence": prior.get("evidence"), "intercept": prior["intercept"], "slope": prior["slope"],
+            "n_train": fitted[-1]["n_train"], "iteration": fitted[-1]["iteration"]}
+
+
 def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     """A JSON-ready summary of one campaign, from its ledger alone."""
     campaign = ledger.campaign(campaign_id)
@@ -258,4 +281,5 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
         **arm_comparison(results, spec.planner.main, spec.planner.control, seed=spec.campaign.seed,
                          ceiling=comparison_ceiling(spec.objective)),
         "planner_stats": planner_stats(ledger, campaign_id),
+        "ladder_prior": ladder_prior(ledger, campaign_id),
     }

@@ -279,3 +279,14 @@ def test_ls_counts_imported_results_apart_from_lab_experiments(tmp_path):
     assert row["best_value"] < pool["yield"].max(), "the history's best is not the campaign's"
     table = invoke("ls", "--db", db).stdout
     assert "imported" in table and "20" in table
+
+
+def test_the_run_table_says_what_the_gp_took_from_the_ladder():
+    from orchestrator.interfaces.cli import _ladder_prior_text
+
+    assert _ladder_prior_text(None) == "none (the GP plans on lab results alone)"
+    prior = {"rung": "xtb", "form": "mean", "is_calibrated": False, "evidence": 0.234, "n_train": 10}
+    assert _ladder_prior_text(prior) == "xtb as the prior mean, not yet proved informative on 10 lab results, " \
+                                        "P(informative) 0.23"
+    older = dict(prior, form="feature", is_calibrated=True, evidence=None)  # a ledger from before `evidence`
+    assert _ladder_prior_text(older) == "xtb as an input, proved informative on 10 lab results"

@@ -44,6 +44,10 @@ def test_the_xtb_rung_is_surveyed_once_read_by_the_screen_and_charged(small_free
     fits = [e.payload["hyperparameters"] for e in events if e.type == "SurrogateUpdated" and e.payload["hyperparameters"]]
     assert fits and all(f.get("prior", {}).get("rung") in ("xtb", None) for f in fits)
     assert any(f.get("prior") for f in fits)  # the GP used the surveyed rung as its prior mean
+    last = next(f["prior"] for f in reversed(fits) if f.get("prior"))
+    reported = summary["ladder_prior"]  # what `closedloop run --json` says the GP last took from the ladder
+    assert reported["rung"] == "xtb" and reported["form"] == "mean" and reported["slope"] == last["slope"]
+    assert 0.0 <= reported["evidence"] <= 1.0 and reported["evidence"] == last["evidence"] and reported["n_train"] >= 2
 
 
 def test_a_survey_replays_identically_under_a_new_id(small_freesolv, tmp_path):
