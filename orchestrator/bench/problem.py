@@ -37,6 +37,7 @@ from vocabulary.domain import objective_utility
 __all__ = ["BenchProblem", "load_problem", "pool_spec", "top_set"]
 
 log = logging.getLogger(__name__)
+_MIN_LABEL_CANDIDATES = 20  # below this a one-hot per candidate is a small exhaustive design, not a label
 
 
 def top_set(utilities: np.ndarray, percent: float) -> np.ndarray:
@@ -121,28 +122,55 @@ def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> None:
         if not pd.api.types.is_numeric_dtype(frame[rung.column]):
             raise BenchError("--rung", f"rung column {rung.column!r} is not numeric")
     if config.feature_cols != "auto":
-        raise BenchError("--feature-cols", "a campaign featurises its id columns by what they hold; "
-                                           "use --feature-cols auto (the default)")
+        raise BenchError("--feature-cols", "a candidate is featurised from its id columns, by what each holds: give "
+                                           "the columns that describe a candidate as --id-cols (e.g. --id-cols "
+                                           f"{','.join(config.feature_cols)}) and leave --feature-cols at auto")
+
+
+def _check_labels(merged: pd.DataFrame, id_cols: tuple[str, ...]) -> None:
+    """Refuse an id column of free text with a value of its own for every candidate (a sample label).
+
+    Its one-hot code says nothing about how two candidates relate, so a surrogate cannot learn from it, and on a
+    Matérn pool it adds one input dimension per candidate.
+    """
+    from orchestrator.space.features import column_kind
+
+    if len(merged) <= _MIN_LABEL_CANDIDATES:
+        return
+    for name in id_cols:
+        if merged[name].nunique(dropna=False) == len(merged) and column_kind(merged[name]) == "categorical":
+            rest = [c for c in id_cols if c != name]
+            raise BenchError("--id-cols", f"column {name!r} gives every candidate a value of its own (a label, not a "
+                                          "description): no surrogate can learn from it. List the columns that "
+                                          "describe a candidate (numbers, SMILES, formulas, categories that rows "
+                                          "share)" + (f", e.g. --id-cols {','.join(rest)}" if rest else "")
+                                          + "; a label column can stay in the CSV")
 
 
 def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
            lines: list[int]) -> tuple[pd.DataFrame, int, int]:
     """One row per distinct id: numeric columns averaged (the PV-Lab protocol for replicates).
 
-    Returns the merged table, the rows left out (no finite lab value) and the replicate groups averaged.
+    Returns the merged table, the rows left out (no finite lab value, or no value in a numeric id column: a
+    condition that was not recorded) and the replicate groups averaged.
     """
     keys = list(config.id_cols)
     frame = frame.copy()
-    for key in keys:  # an empty id value means the component is absent: a category of its own
-        if frame[key].isna().any():
+    numeric_keys = [key for key in keys if pd.api.types.is_numeric_dtype(frame[key])]
+    for key in keys:  # an empty text id means the component is absent: a category of its own
+        if key not in numeric_keys and frame[key].isna().any():
             frame[key] = frame[key].astype(object).where(frame[key].notna(), NO_COMPONENT)
     value = pd.to_numeric(frame[config.objective_column], errors="coerce").to_numpy(dtype=float)
-    has_value = np.isfinite(value)
-    if not has_value.all():
-        left_out = [line for line, ok in zip(lines, has_value, strict=True) if not ok]
-        log.warning("%s: left out %d row(s) without a finite lab value in %r: lines %s", source, len(left_out),
-                    config.objective_column, line_ranges(left_out))
-    frame = frame[has_value]
+    keep = np.ones(len(frame), dtype=bool)
+    for what, ok in [(f"a finite lab value in {config.objective_column!r}", np.isfinite(value)),
+                     *((f"a value in the numeric id column {key!r}", frame[key].notna().to_numpy())
+                       for key in numeric_keys)]:
+        left_out = [line for line, row_ok, kept in zip(lines, ok, keep, strict=True) if kept and not row_ok]
+        if left_out:
+            log.warning("%s: left out %d row(s) without %s: lines %s", source, len(left_out), what,
+                        line_ranges(left_out))
+        keep &= ok
+    frame = frame[keep]
     numeric = [c for c in frame.columns if c not in keys and pd.api.types.is_numeric_dtype(frame[c])]
     grouped = frame.groupby(keys, sort=False, dropna=False)
     merged = grouped[numeric].mean() if numeric else grouped.size().to_frame("_n")
@@ -151,7 +179,7 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
     if n_averaged:
         log.warning("%s: averaged %d replicate group(s) (%d rows) into one candidate each, the PV-Lab protocol",
                     source, n_averaged, int(sizes[sizes > 1].sum()))
-    return merged.reset_index(), int((~has_value).sum()), n_averaged
+    return merged.reset_index(), int((~keep).sum()), n_averaged
 
 
 def _kernel(merged: pd.DataFrame, id_cols: tuple[str, ...]) -> str:
@@ -173,6 +201,7 @@ def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, in
     merged, n_dropped, n_averaged = _merge(frame, config, f"--pool {Path(config.pool).name}", lines)
     if len(merged) < 2:
         raise BenchError("--pool", f"only {len(merged)} candidate(s) have a lab value; a benchmark needs at least 2")
+    _check_labels(merged, config.id_cols)
     if config.lab_budget > len(merged):
         raise BenchError("--lab-budget", f"{config.lab_budget} exceeds the {len(merged)} distinct candidates; lower it")
     workdir.mkdir(parents=True, exist_ok=True)

@@ -197,6 +197,39 @@ def test_bad_flags_fail_with_the_flag_and_a_fix(tiny_pool, tmp_path, args, flag)
     assert not (tmp_path / "o.json").exists()
 
 
+def test_a_label_column_is_refused_with_the_columns_to_give_instead(tiny_pool, tmp_path):
+    """A sample id per row one-hot encodes to nothing a surrogate can learn from: the bench names the column and
+    the id columns to give instead, and the same pool with only its descriptive columns runs."""
+    frame = pd.read_csv(tiny_pool)
+    frame.insert(0, "sample", [f"s{k % 60}" for k in range(len(frame))])  # the 5 replicate rows share their label
+    labelled = tmp_path / "labelled.csv"
+    frame.to_csv(labelled, index=False)
+    common = ["--pool", str(labelled), "--objective", "maximize:y", "--lab-budget", "5", "--seeds", "1",
+              "--arms", "random"]
+    refused = _bench(*common, "--id-cols", "sample,a,b", "--json", str(tmp_path / "refused.json"))
+    assert refused.exit_code == 2 and "--id-cols" in refused.output and "'sample'" in refused.output
+    assert "--id-cols a,b" in refused.output and not (tmp_path / "refused.json").exists()
+    ran = _bench(*common, "--id-cols", "a,b", "--json", str(tmp_path / "ran.json"))
+    assert ran.exit_code == 0, ran.output
+    assert json.loads((tmp_path / "ran.json").read_text())["pool_size"] == 60
+
+
+def test_a_missing_number_in_an_id_column_leaves_its_row_out_and_keeps_the_column_numeric(tiny_pool, tmp_path,
+                                                                                        caplog):
+    """An empty cell of a numeric id column is a condition not recorded: that row is left out and named, and the
+    column stays one scaled number (not 60 one-hot categories, as reading it as text would make it)."""
+    frame = pd.read_csv(tiny_pool)
+    frame.loc[7, "a"] = np.nan  # CSV line 9
+    path = tmp_path / "gap.csv"
+    frame.to_csv(path, index=False)
+    config = BenchConfig(pool=str(path), id_cols=("a", "b"), objective="maximize:y", lab_budget=5, seeds=1,
+                         arms=("random",), batch=5)
+    with caplog.at_level("WARNING"):
+        problem = load_problem(config, tmp_path / "work")
+    assert len(problem) == 59 and problem.pool.features.shape[1] == 2
+    assert any("numeric id column 'a'" in r.getMessage() and "lines 9" in r.getMessage() for r in caplog.records)
+
+
 def test_parsers():
     assert parse_objective("minimize:loss (a.u.)") == ("minimize", "loss (a.u.)", None, None)
     assert parse_rung("pbe=pbe_gap:3600").cost_s == 3600.0 and parse_rung("e=col").cost_s == 0.0
