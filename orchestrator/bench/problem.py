@@ -151,9 +151,12 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
            lines: list[int]) -> tuple[pd.DataFrame, int, int]:
     """One row per distinct id: numeric columns averaged (the PV-Lab protocol for replicates).
 
-    Returns the merged table, the rows left out (no finite lab value, or no value in a numeric id column: a
-    condition that was not recorded) and the replicate groups averaged.
+    Returns the merged table, the rows left out (no finite lab value, no value in a numeric id column, a condition
+    not recorded, or a value that does not parse in a SMILES or formula id column) and the replicate groups
+    averaged.
     """
+    from orchestrator.space.features import column_kind, unparsed_rows
+
     keys = list(config.id_cols)
     frame = frame.copy()
     numeric_keys = [key for key in keys if pd.api.types.is_numeric_dtype(frame[key])]
@@ -164,7 +167,10 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
     keep = np.ones(len(frame), dtype=bool)
     for what, ok in [(f"a finite lab value in {config.objective_column!r}", np.isfinite(value)),
                      *((f"a value in the numeric id column {key!r}", frame[key].notna().to_numpy())
-                       for key in numeric_keys)]:
+                       for key in numeric_keys),
+                     *((f"a valid {kind} in {key!r}", ~unparsed_rows(frame[key], kind))
+                       for key in keys if key not in numeric_keys
+                       for kind in [column_kind(frame[key])] if kind in ("smiles", "formula"))]:
         left_out = [line for line, row_ok, kept in zip(lines, ok, keep, strict=True) if kept and not row_ok]
         if left_out:
             log.warning("%s: left out %d row(s) without %s: lines %s", source, len(left_out), what,

@@ -25,35 +25,45 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from vocabulary.domain import InvalidCandidate, Material
+from vocabulary.domain import InvalidCandidate, Material, SetupError
 
-__all__ = ["NO_COMPONENT", "ColumnKind", "column_kind", "featurise_columns"]
+__all__ = ["NO_COMPONENT", "ColumnKind", "column_kind", "featurise_columns", "unparsed_rows"]
 
 ColumnKind = Literal["smiles", "formula", "numeric", "categorical"]
 _N_SAMPLE = 25
 NO_COMPONENT = "none"
 """The value of an id column for an absent component (what an empty cell of a ``bench --pool`` CSV becomes)."""
 _FP_BITS = 1024
+_MAX_UNPARSED_SHARE = 0.1
 
 
-def _parses_as_smiles(values: list[str]) -> bool:
+def _is_smiles(value: str) -> bool:
     from rdkit import Chem, RDLogger
 
     RDLogger.DisableLog("rdApp.*")
-    return all(v.strip() and Chem.MolFromSmiles(v) is not None for v in values)
+    return bool(value.strip()) and Chem.MolFromSmiles(value) is not None
 
 
-def _parses_as_formula(values: list[str]) -> bool:
+def _is_formula(value: str) -> bool:
     try:
-        for v in values:
-            Material.parse(v)
+        Material.parse(value)
     except InvalidCandidate:
         return False
     return True
 
 
+def _mostly(values: list[str], parses) -> bool:
+    """Whether at most ``_MAX_UNPARSED_SHARE`` of ``values`` fail ``parses`` (none, for fewer than 10 values)."""
+    failures = sum(not parses(v) for v in values)
+    return failures <= int(_MAX_UNPARSED_SHARE * len(values))
+
+
 def column_kind(series: pd.Series) -> ColumnKind:
-    """What a column holds, judged on up to 25 of its distinct values."""
+    """What a column holds, judged on up to 25 of its distinct values.
+
+    A column is SMILES (or formulas) when at most one in ten of those values fails to parse: a few typos do not
+    turn a molecule column into categories. The rows that fail are bad rows (``unparsed_rows``).
+    """
     if pd.api.types.is_numeric_dtype(series):
         return "numeric"
     present = series.dropna()
@@ -61,35 +71,71 @@ def column_kind(series: pd.Series) -> ColumnKind:
     if not sample:
         return "categorical"
     has_lowercase_element = any(any(ch.islower() for ch in v) for v in sample)
-    if _parses_as_smiles(sample) and not (has_lowercase_element and _parses_as_formula(sample)):
+    if _mostly(sample, _is_smiles) and not (has_lowercase_element and _mostly(sample, _is_formula)):
         return "smiles"  # 'CO' is both; formulas like 'NaCl' are not SMILES, SMILES like 'c1ccccc1' not formulas
-    if _parses_as_formula(sample):
+    if _mostly(sample, _is_formula):
         return "formula"
     return "categorical"
 
 
-def _encode(series: pd.Series, kind: ColumnKind) -> np.ndarray:
-    from vocabulary.domain import _composition_features, _morgan_bits
+def unparsed_rows(series: pd.Series, kind: ColumnKind) -> np.ndarray:
+    """Per row of a SMILES or formula column: whether its value fails to parse (an absent or empty one does not)."""
+    if kind not in ("smiles", "formula"):
+        return np.zeros(len(series), dtype=bool)
+    parses = _is_smiles if kind == "smiles" else _is_formula
+    verdicts: dict[str, bool] = {}
+    out = np.zeros(len(series), dtype=bool)
+    for row, value in enumerate(series.tolist()):
+        if pd.isna(value):
+            continue  # an empty cell is a row problem of its own (or an absent component, where it is filled)
+        text = str(value)
+        if text not in verdicts:
+            verdicts[text] = text != NO_COMPONENT and not parses(text)
+        out[row] = verdicts[text]
+    return out
 
+
+def _fingerprint(value: str) -> np.ndarray | None:
+    """Morgan bits of a SMILES (all zeros for an absent component); None when it does not parse."""
+    from rdkit import Chem
+
+    from vocabulary.domain import _morgan_bits
+
+    if value == NO_COMPONENT:
+        return np.zeros(_FP_BITS)
+    mol = Chem.MolFromSmiles(value) if value.strip() else None
+    return None if mol is None else _morgan_bits(Chem.MolToSmiles(mol), _FP_BITS)
+
+
+def _composition(value: str) -> np.ndarray | None:
+    """Composition features of a formula (all zeros for an absent component); None when it does not parse."""
+    from vocabulary.domain import _composition_features
+
+    if value == NO_COMPONENT:
+        return np.zeros(len(_composition_features("H")))
+    try:
+        return _composition_features(Material.parse(value).formula)
+    except InvalidCandidate:
+        return None
+
+
+def _encode(series: pd.Series, kind: ColumnKind) -> np.ndarray:
     if kind == "numeric":
         values = series.to_numpy(dtype=float)
         values = np.where(np.isnan(values), np.nanmean(values), values)
         return values[:, None]
-    if kind == "smiles":
+    if kind in ("smiles", "formula"):
+        encode = _fingerprint if kind == "smiles" else _composition
         cache: dict[str, np.ndarray] = {}
         rows = []
         for value in series.astype(str):
             if value not in cache:
-                from rdkit import Chem
-
-                cache[value] = (np.zeros(_FP_BITS) if value == NO_COMPONENT
-                                else _morgan_bits(Chem.MolToSmiles(Chem.MolFromSmiles(value)), _FP_BITS))
+                cache[value] = encode(value)
+                if cache[value] is None:
+                    raise SetupError(f"column {series.name!r} holds {kind}, but {value!r} is not one; fix or remove "
+                                     "its rows")
             rows.append(cache[value])
         return np.vstack(rows)
-    if kind == "formula":
-        absent = np.zeros(len(_composition_features("H")))
-        return np.vstack([absent if str(v) == NO_COMPONENT else _composition_features(Material.parse(str(v)).formula)
-                          for v in series])
     codes, uniques = pd.factorize(series.astype(str))
     return np.eye(len(uniques))[codes]
 

@@ -169,6 +169,20 @@ def _parse_rows(kind: str, raw_items: list[Any], space: ConditionSpace | None,
     return parsed, problems
 
 
+def _unparsed_values(frame: pd.DataFrame, columns: list[str]) -> dict[int, RowProblem]:
+    """Rows whose value in a column read as SMILES or formulas (``features = "columns"``) does not parse."""
+    from orchestrator.space.features import column_kind, unparsed_rows
+
+    problems: dict[int, RowProblem] = {}
+    for column in columns:
+        kind = column_kind(frame[column])
+        for position in np.flatnonzero(unparsed_rows(frame[column], kind)):
+            problems.setdefault(int(position), RowProblem(
+                f"{column}={frame[column].iloc[position]!r} is not a valid {'SMILES' if kind == 'smiles' else 'formula'}"
+                " (the column holds them); fix it"))
+    return problems
+
+
 def _value_columns(spec: CampaignSpec) -> dict[str, bool]:
     """The pool columns the campaign reads as measurements, each with whether every row needs a value."""
     columns = {r.column: False for r in spec.ladder if r.simulator == "table" and r.column}
@@ -187,6 +201,9 @@ def _validated(spec: CampaignSpec, source: str, raw_items: list[Any], frame: pd.
     kind = spec.campaign.kind
     parsed, problems = _parse_rows(kind, raw_items, space, spec.space.column or "candidate")
     frame = frame.reset_index(drop=True)
+    if kind == "conditions" and spec.space.features == "columns":
+        for position, problem in _unparsed_values(frame, list(spec.space.columns or [])).items():
+            problems.setdefault(position, problem)
     wanted = _value_columns(spec) if value_columns is None else value_columns
     required = {c: is_required for c, is_required in wanted.items() if c in frame.columns}
     value_columns = list(required)

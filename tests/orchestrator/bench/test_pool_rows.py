@@ -48,3 +48,17 @@ def test_rows_without_a_lab_value_are_listed_and_replicates_are_stated(tmp_path,
     assert "averaged 2 replicate group(s) (4 rows) into one candidate each, the PV-Lab protocol" in caplog.text
     by_base = {c.values["base"]: v for c, v in zip(problem.pool.candidates, problem.values)}
     assert by_base == {"a": 2.0, "b": 2.0, "d": 4.0}, "replicates are averaged (the PV-Lab protocol)"
+
+
+def test_a_smiles_typo_leaves_its_row_out_and_the_column_fingerprints(tmp_path, caplog):
+    """One typo among the ligands is a bad row (named by its line), not a reason to read every ligand as a name."""
+    smiles = ["CCO", "CCN", "c1ccccc1", "CC(=O)O", "CCCl", "OCCO", "CC(C)O", "CCOC", "C1CCCCC1", "CC#N", "C1CC(N"]
+    frame = pd.DataFrame({"base": ["dbu", "tmg"] * 5 + ["dbu"], "ligand": smiles, "y": np.arange(11, dtype=float)})
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        problem = load_problem(_config(path), tmp_path / "work")
+    assert len(problem) == 10 and problem.n_dropped == 1
+    assert "left out 1 row(s) without a valid smiles in 'ligand': lines 12" in caplog.text
+    assert problem.spec.planner.kernel == "tanimoto" and problem.pool.features.shape[1] > 12, \
+        "Morgan bits for the ligands (and one-hot bases), not eleven one-hot names"

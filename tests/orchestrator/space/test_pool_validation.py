@@ -167,3 +167,39 @@ def test_skip_keeps_the_first_of_disagreeing_replicates(tmp_path):
     pool = load_pool(spec)
     assert len(pool) == 3 and pool.columns["y"].tolist() == [1.0, 2.0, 3.0]
     assert pool.skipped_rows == ["line 5: 'CCO' repeats line 2 with y=5 against 1"]
+
+
+# ------------------------------------------- a SMILES column of a conditions pool featurised by what its columns hold
+REACTIONS = "".join(f"{smiles},{t},{y}\n" for smiles, t, y in [
+    ("CCO", 20, 1), ("CCN", 40, 2), ("c1ccccc1", 60, 3), ("CC(=O)O", 20, 4), ("CCCl", 40, 5), ("OCCO", 60, 6),
+    ("CC(C)O", 20, 7), ("CCOC", 40, 8), ("C1CCCCC1", 60, 9), ("CC#N", 20, 10), ("ClCCl", 40, 11)])
+
+
+def _reaction_spec(tmp_path, text: str, **space):
+    return pool_spec(tmp_path, "additive,T,y\n" + text, kind="conditions", column=None, columns=["additive", "T"],
+                     features="columns", **space)
+
+
+def test_a_smiles_typo_in_a_conditions_column_is_a_bad_row_not_a_column_of_categories(tmp_path, caplog):
+    """One typo among ten molecules leaves the column SMILES (Morgan bits, not one-hot names): refused with its
+    line and value, or skipped and reported."""
+    text = REACTIONS + "C1CC(N,60,12\n"
+    with pytest.raises(SetupError, match=r"line 13: additive='C1CC\(N' is not a valid SMILES"):
+        load_pool(_reaction_spec(tmp_path, text))
+    with caplog.at_level(logging.WARNING):
+        pool = load_pool(_reaction_spec(tmp_path, text, on_bad_rows="skip"))
+    assert len(pool) == 11 and "line 13" in caplog.text
+    assert pool.features.shape[1] > 11 and set(np.unique(pool.features)) <= {0.0, 0.5, 1.0}, \
+        "Morgan bits plus the scaled temperature, not eleven one-hot names"
+
+
+def test_a_streamed_pool_names_a_value_that_does_not_parse(tmp_path):
+    """A streamed pool encodes each distinct value once, after the row checks: a typo is a one-line error there."""
+    import pandas as pd
+
+    from orchestrator.space.features import featurise_columns
+
+    frame = pd.DataFrame({"additive": ["CCO", "CCN", "c1ccccc1", "CC(=O)O", "CCCl", "OCCO", "CC(C)O", "CCOC",
+                                       "C1CCCCC1", "CC#N", "C1CC(N"]})
+    with pytest.raises(SetupError, match=r"column 'additive' holds smiles, but 'C1CC\(N' is not one"):
+        featurise_columns(frame, ["additive"])
