@@ -18,6 +18,7 @@ from orchestrator.loop.history import (
 )
 from orchestrator.loop.jobs import parse_job_key
 from orchestrator.loop.lab_clock import lab_now
+from orchestrator.loop.ruled_out import failed_for_good
 from orchestrator.loop.state import CampaignState
 from vocabulary.events import CampaignStopped, FailureHandled, Observed
 
@@ -120,6 +121,9 @@ def decide(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     nothing_new = not state.get("proposed") and not state.get("retries")
     if reason is None and nothing_new and not history.pending and not pending_retries(ctx):
         reason = "no proposals left: the planners found nothing untested to propose"
+        if n_ruled_out := len(failed_for_good(ctx) - set(history.tested)):
+            reason += (f" ({n_ruled_out} untested candidate(s) are left out because a rung failed on them or has no "
+                       "value for them; `closedloop show` lists the rung results)")
     next_state = {"iteration": iteration + 1, "proposed": [], "valid": [], "promoted": [], "job_keys": [],
                   "slots": {}, "retries": []}
     if reason is None:

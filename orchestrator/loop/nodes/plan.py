@@ -18,6 +18,7 @@ from orchestrator.loop.context import CampaignContext
 from orchestrator.loop.history import lab_history, pending_retries
 from orchestrator.loop.ladder_view import ladder_view
 from orchestrator.loop.llm_calls import LedgerLLMRecorder
+from orchestrator.loop.ruled_out import failed_for_good
 from orchestrator.loop.state import CampaignState
 from orchestrator.policy.planners import PlanningContext
 from orchestrator.seeding import derive_seed
@@ -139,7 +140,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     generate = spec.space.generate
     if generate and n_slots > 0:
         items += _grow_by_mutation(ctx, iteration, history)
-    excluded = set(history.tested) | _rejected_for_good(ctx)
+    excluded = set(history.tested) | _rejected_for_good(ctx) | failed_for_good(ctx)
     # By row, not by scanning every id: a streamed pool spells ids on demand.
     excluded_rows = [pool.index[cid] for cid in excluded if cid in pool.index]
     is_available = np.ones(len(pool), dtype=bool)
