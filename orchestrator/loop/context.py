@@ -31,6 +31,12 @@ class Rung:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def is_computed(self) -> bool:
+        """Whether a failed result is a calculation that failed (it stops the candidate at the screen), not a table's
+        empty cell (nobody computed it: no evidence either way, the candidate climbs on without it)."""
+        return self.spec.simulator != "table"
+
 
 @dataclass
 class CampaignContext:

@@ -218,6 +218,8 @@ class _Ladder:
         for cid, observation in zip(to_run, observations, strict=True):
             self.items.append(_rung_run(cid, rung, observation))
             if observation.status == "failed":
+                if not rung.is_computed:
+                    continue  # an empty cell: nobody computed it, so it says nothing; the candidate climbs on
                 self.items.append(_promoted(cid, rung.name, "lab", "skip",
                                             f"{rung.name} failed: {observation.reason}"))
                 self.climbing.remove(cid)
@@ -233,7 +235,8 @@ class _Ladder:
 
     def read_survey(self, rung: Rung, values: np.ndarray) -> None:
         """A rung surveyed over the pool is read, not run (its compute was charged by the survey; its rung result
-        says ``read_from: survey`` and costs 0 s): a failed value stops the candidate; a value is fused into the belief
+        says ``read_from: survey`` and costs 0 s): a failed calculation stops the candidate, a table's empty cell
+        does not (``is_computed``); a value is fused into the belief
         unless the surrogate already has it as its prior mean (``beliefs.prior_rung``) or the rung has proved
         uninformative."""
         spec, objective = self.ctx.spec.screening, self.ctx.spec.objective
@@ -247,8 +250,11 @@ class _Ladder:
                 candidate_id=cid, source=rung.simulator.name, source_version=str(rung.simulator.version),
                 fidelity=int(rung.simulator.fidelity), cost_s=0.0, parameters={"read_from": "survey"},
                 **({"properties": {rung.spec.proxy: value}} if math.isfinite(value)
-                   else {"status": "failed", "reason": f"{rung.name} failed on it in the survey"}))
+                   else {"status": "failed", "reason": f"{rung.name} failed on it in the survey" if rung.is_computed
+                         else f"{rung.name} has no value for it"}))
             self.items.append(_rung_run(cid, rung, observation))
+            if not math.isfinite(value) and not rung.is_computed:
+                continue  # an empty cell of a table: no evidence either way, the candidate climbs on without it
             if not math.isfinite(value):
                 self.items.append(_promoted(cid, rung.name, "lab", "skip",
                                             f"{rung.name} failed on it in the survey"))

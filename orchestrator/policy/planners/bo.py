@@ -309,7 +309,8 @@ class BOPlanner:
         if prior_utility is not None:
             available = np.asarray(context.available, dtype=int)
             n_prior = cold_start_count(context.spec.objective.direction, n)
-            by_prior = available[np.argsort(-prior_utility[available], kind="stable")[:n_prior]]
+            ranked = available[np.isfinite(prior_utility[available])]  # a failed or empty rung ranks nothing
+            by_prior = ranked[np.argsort(-prior_utility[ranked], kind="stable")[:n_prior]]
             rest = dataclasses.replace(context, available=available[~np.isin(available, by_prior)])
         picks = [context.pool.candidates[int(i)] for i in by_prior]
         proposals = [Proposal(candidate=c, arm="bo", hypothesis="initial design: best by the prior mean",
@@ -339,9 +340,10 @@ class BOPlanner:
         target = float(context.spec.objective.target) if is_value else None
         best = self._incumbent(context, surrogate, X_train, prior, target)
         rung_order = self._rung_order(context)
-        n_rung = 0 if rung_order is None else rung_slots(
+        n_rung = 0 if rung_order is None else min(rung_slots(
             n, len(context.observed) + len(context.pending),
-            share=min(RUNG_SHARE, context.surrogate_state["prior"].get("evidence", RUNG_SHARE)))
+            share=min(RUNG_SHARE, context.surrogate_state["prior"].get("evidence", RUNG_SHARE))),
+            int(np.isfinite(rung_order[1][context.available]).sum()))  # only what the rung ranks; the rest: the model
         n_model = n - n_rung
         if n_model == 0:
             chosen, log_ei = np.zeros(0, dtype=int), []
@@ -396,10 +398,11 @@ class BOPlanner:
 
     def _rung_proposals(self, context: PlanningContext, rung_order: tuple[str, np.ndarray], taken: np.ndarray,
                         n: int) -> list[Proposal]:
-        """The ``n`` untested candidates the rung ranks best, read as it stands, skipping the model's picks."""
+        """The ``n`` untested candidates the rung ranks best, read as it stands, skipping the model's picks and the
+        candidates it has no value for."""
         rung, utility = rung_order
         available = np.asarray(context.available, dtype=int)
-        free = available[~np.isin(available, np.asarray(taken, dtype=int))]
+        free = available[~np.isin(available, np.asarray(taken, dtype=int)) & np.isfinite(utility[available])]
         order = free[np.argsort(-utility[free], kind="stable")[:n]]
         return [Proposal(candidate=context.pool.candidates[int(i)], arm="bo",
                          hypothesis=f"{rung}, read as it stands, ranks it {k + 1} of {len(free)} untested",

@@ -1,4 +1,8 @@
-"""Candidates the screen is bound to skip are never planned: a campaign does not stall on them (``loop/ruled_out.py``)."""
+"""Candidates the screen is bound to skip are never planned, so a campaign does not stall on them
+(``loop/ruled_out.py``); a table rung's empty cell is no reason to skip (``Rung.is_computed``).
+
+The computed-rung cases treat the table as a calculation (``is_computed`` patched true): its empty cells are then
+deterministic failures, the same to the screen as a calculation that fails on those candidates every time."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import pytest
 from orchestrator.bench import BenchConfig, parse_rung
 from orchestrator.bench.problem import pool_spec
 from orchestrator.loop.campaign import Campaign
+from orchestrator.loop.context import Rung
 from orchestrator.space.pool import load_pool
 from orchestrator.spec import validate_spec
 from vocabulary.events import expand_batches
@@ -38,7 +43,24 @@ def _run(spec, tmp_path, name: str):
     return summary, events, empty
 
 
-def test_a_surveyed_rung_without_a_value_rules_the_candidate_out_before_any_proposal(gappy_spec, tmp_path):
+@pytest.fixture
+def computed(monkeypatch):
+    monkeypatch.setattr(Rung, "is_computed", property(lambda self: True))
+
+
+def test_a_table_rungs_empty_cell_is_no_evidence_and_the_candidate_can_reach_the_lab(gappy_spec, tmp_path):
+    summary, events, empty = _run(gappy_spec, tmp_path, "table")
+    assert summary["n_lab"] == 20 and summary["stop_reason"].startswith("lab budget used")
+    dispatched = {e.payload["candidate_id"] for e in events if e.type == "Dispatched"}
+    assert dispatched & empty, "the GP extrapolates to the best candidates, which have no rung value, and they pass"
+    skipped = {e.payload["candidate_id"] for e in events if e.type == "Promoted" and e.payload["decision"] == "skip"}
+    assert not skipped & empty
+    no_value = [e.payload["observation"] for e in events if e.type == "Simulated"
+                and e.payload["candidate_id"] in empty]
+    assert no_value and all(o["status"] == "failed" and "has no value" in o["reason"] for o in no_value)
+
+
+def test_a_computed_rung_that_failed_in_the_survey_rules_the_candidate_out(gappy_spec, tmp_path, computed):
     summary, events, empty = _run(gappy_spec, tmp_path, "survey")
     assert [e.payload["rung"] for e in events if e.type == "RungSurveyed"] == ["cheap"]
     assert len(empty) == N_EMPTY
@@ -46,14 +68,15 @@ def test_a_surveyed_rung_without_a_value_rules_the_candidate_out_before_any_prop
     assert not {e.payload["candidate_id"] for e in events if e.type == "Proposed"} & empty
 
 
-def test_with_more_budget_than_reachable_candidates_the_stop_says_how_many_were_left_out(gappy_spec, tmp_path):
+def test_with_more_budget_than_reachable_candidates_the_stop_says_how_many_were_left_out(gappy_spec, tmp_path,
+                                                                                       computed):
     summary, _, _ = _run(gappy_spec.with_overrides(lab_budget=N - N_EMPTY + 4), tmp_path, "exhausted")
     assert summary["n_lab"] == N - N_EMPTY
     assert summary["stop_reason"].startswith("no proposals left")
     assert f"({N_EMPTY} untested candidate(s) are left out because a rung failed on them" in summary["stop_reason"]
 
 
-def test_a_rung_run_that_failed_is_not_planned_again(gappy_spec, tmp_path):
+def test_a_computed_rung_run_that_failed_is_not_planned_again(gappy_spec, tmp_path, computed):
     """Not surveyed (no share of the compute budget for it), the screen runs the rung: each empty cell fails once,
     and its candidate is never proposed again."""
     data = gappy_spec.model_dump()
