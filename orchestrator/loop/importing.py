@@ -17,6 +17,7 @@ from orchestrator.space.checks import (
     N_SHOWN,
     as_float,
     csv_line_numbers,
+    delimiter_hint,
     read_csv_table,
     require_rows,
 )
@@ -73,12 +74,13 @@ def read_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_colu
                            text_columns=[] if spec.campaign.kind == "conditions" else columns)
     if value_column not in frame.columns:
         raise HistoryImportError(f"history file {path.name} has no {value_column!r} column (the measured objective); "
-                                 f"its columns are {list(frame.columns)}. Pass --value-column")
+                                 f"its columns are {list(frame.columns)}. Pass --value-column"
+                                 f"{delimiter_hint(frame.columns)}")
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise HistoryImportError(f"history file {path.name} has no column(s) {missing}; its columns are "
                                  f"{list(frame.columns)}. Name the candidate column with --candidate-column (molecules, "
-                                 "materials) or use the spec's space.columns (conditions)")
+                                 f"materials) or use the spec's space.columns (conditions){delimiter_hint(frame.columns)}")
     require_rows(frame, path, "history file", HistoryImportError)
     lines = csv_line_numbers(path, len(frame))
     rows, problems, seen = [], [], {}

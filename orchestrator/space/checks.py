@@ -38,6 +38,7 @@ __all__ = [
     "check_csv_shape",
     "conflicting_replicates",
     "csv_header",
+    "delimiter_hint",
     "csv_line_numbers",
     "empty_fields",
     "enforce_policy",
@@ -116,6 +117,20 @@ def check_csv_shape(path: Path, what: str, error: type[SetupError] = SetupError,
             problem = wide_row_problem(record, len(header))
             if problem:
                 raise error(f"{what} {path} line {line} {problem}")
+
+
+def delimiter_hint(columns) -> str:
+    """A hint for a header read as one column that holds another separator (``;`` or a tab), else ``""``.
+
+    Example:
+        >>> delimiter_hint(["smiles;y"]), delimiter_hint(["smiles", "y"])
+        ("; the header reads as one column holding ';': save the file comma-separated", '')
+    """
+    columns = [str(c) for c in columns]
+    for separator, name in ((";", "';'"), ("\t", "tabs")):
+        if len(columns) == 1 and separator in columns[0]:
+            return f"; the header reads as one column holding {name}: save the file comma-separated"
+    return ""
 
 
 def csv_header(path: Path) -> list[str]:

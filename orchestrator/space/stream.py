@@ -51,6 +51,7 @@ from orchestrator.space.checks import (
     RowProblem,
     check_csv_shape,
     csv_header,
+    delimiter_hint,
     empty_fields,
     enforce_policy,
     iter_csv_records,
@@ -139,7 +140,8 @@ def _wanted(path: Path, kind: CandidateKind, column: str | None, columns: list[s
     header = _header(path, wanted)
     missing = [name for name in wanted if name not in header]
     if missing:
-        raise SetupError(f"pool {path.name} has no column(s) {missing}; its columns are {header}")
+        raise SetupError(f"pool {path.name} has no column(s) {missing}; its columns are {header}"
+                         f"{delimiter_hint(header)}")
     return wanted
 
 

@@ -203,3 +203,10 @@ def test_a_streamed_pool_names_a_value_that_does_not_parse(tmp_path):
                                        "C1CCCCC1", "CC#N", "C1CC(N"]})
     with pytest.raises(SetupError, match=r"column 'additive' holds smiles, but 'C1CC\(N' is not one"):
         featurise_columns(frame, ["additive"])
+
+
+def test_a_semicolon_separated_pool_is_named_as_such(tmp_path):
+    """A European-locale export reads as one column; the error says why and how to fix it."""
+    spec = pool_spec(tmp_path, "smiles;y\nCCO;1\nCCC;2\n")
+    with pytest.raises(SetupError, match="holding ';': save the file comma-separated"):
+        load_pool(spec)
