@@ -333,6 +333,10 @@ class CampaignSpec(_Spec):
             raise ValueError("'lab' is reserved for the last rung; rename that rung")
         if self.space.columns and self.campaign.kind != "conditions":
             raise ValueError("'space.columns' is for kind = 'conditions'; use 'space.column' for molecules and materials")
+        described_by = set(self.space.columns or []) | ({self.space.column} if self.space.column else set())
+        if self.lab.oracle_column and self.lab.oracle_column in described_by:
+            raise ValueError(f"lab.oracle_column {self.lab.oracle_column!r} is also a space column: a candidate "
+                             "described by its own lab value gives the planners the answer; take it out of the space")
         if self.space.generate:
             if self.campaign.kind == "conditions":
                 raise ValueError("space.generate is for molecules and materials; a conditions space is already a grid")

@@ -116,6 +116,11 @@ def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> None:
 
     need("--id-cols", config.id_cols)
     need("--objective", [config.objective_column])
+    if config.objective_column in config.id_cols:
+        rest = [c for c in config.id_cols if c != config.objective_column]
+        raise BenchError("--id-cols", f"{config.objective_column!r} is the objective's column: a candidate described by "
+                                      "its own lab value gives every arm the answer. Leave it out"
+                                      + (f", e.g. --id-cols {','.join(rest)}" if rest else ""))
     need("--rung", [r.column for r in config.rungs])
     if not pd.api.types.is_numeric_dtype(frame[config.objective_column]):
         raise BenchError("--objective", f"column {config.objective_column!r} is not numeric; pick the measured value")

@@ -175,6 +175,7 @@ def test_experiments_to_hit_counts_budget_plus_one_without_a_hit():
     (["--objective", "target:y:1"], "--objective"),
     (["--arms", "random,gp"], "--arms"),
     (["--id-cols", "a,zz"], "--id-cols"),
+    (["--id-cols", "a,b,y"], "--id-cols"),
     (["--rung", "cheap"], "--rung"),
     (["--rung", "cheap=nope:1"], "--rung"),
     (["--lab-budget", "0"], "--lab-budget"),
