@@ -41,6 +41,8 @@ ARMS = ("bo", "bo-sf", "cheap-first")
 SEEDS, BUDGET, BATCH, RUNG_COST_S, LAB_COST_S = 20, 50, 5, 3600.0, 86400.0
 NOISE_SEEDS = 100  # a pure-noise rung's cold start is another random draw than bo-sf's: 20 seeds cannot average it
 NOISE_LEVELS = (0.25, 0.5, 1.0)
+GAP_SHARE = 0.3  # rows with empty rung cells: a cheap column computed for most candidates, not all
+GAP_MODELS = (("same unit", 0.5), ("noise", 1.0))
 OTHER_UNIT_SCALE, OTHER_UNIT_OFFSET_SD = 0.6, -1.5
 INFORMATIVE_SPEARMAN = 0.3  # the learn node's own bar for "the rung ranks the lab's values"
 RUNG_COLUMN = "synthetic_rung"
@@ -60,8 +62,10 @@ def rung_models() -> list[tuple[str, float]]:
 
 
 def synthetic_pool(source: Path, id_cols: list[str], value_col: str, model: str, q: float, seed: int,
-                   out: Path) -> float:
-    """Write ``source``'s rows with a value plus a ``synthetic_rung`` column to ``out``; returns its Spearman ρ."""
+                   out: Path, gap: float = 0.0) -> float:
+    """Write ``source``'s rows with a value plus a ``synthetic_rung`` column to ``out``; returns its Spearman ρ (over
+    the candidates it has a value for). With ``gap``, that share of candidates (drawn after the rung's noise, so the
+    values the rung keeps are the gap-free draw's) has an empty cell."""
     import numpy as np
     import pandas as pd
     from scipy.stats import spearmanr
@@ -70,7 +74,8 @@ def synthetic_pool(source: Path, id_cols: list[str], value_col: str, model: str,
     frame = frame[pd.to_numeric(frame[value_col], errors="coerce").notna()].copy()
     per_id = frame.groupby(id_cols, sort=True)[value_col].mean()  # replicates share one rung value
     y = per_id.to_numpy(dtype=float)
-    noise = np.random.default_rng(seed).standard_normal(len(y))
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal(len(y))
     sd = float(np.std(y))
     if model == "same unit":
         rung = y + q * sd * noise
@@ -78,23 +83,26 @@ def synthetic_pool(source: Path, id_cols: list[str], value_col: str, model: str,
         rung = OTHER_UNIT_SCALE * y + OTHER_UNIT_OFFSET_SD * sd + OTHER_UNIT_SCALE * q * sd * noise
     else:
         rung = sd * noise
+    if gap:
+        rung = np.where(rng.random(len(y)) < gap, np.nan, rung)
     frame = frame.merge(pd.DataFrame({RUNG_COLUMN: rung}, index=per_id.index).reset_index(), on=id_cols)
     frame.to_csv(out, index=False)
-    return float(spearmanr(y, rung).statistic)
+    known = np.isfinite(rung)
+    return float(spearmanr(y[known], rung[known]).statistic)
 
 
-def _run_seed(task: tuple[str, str, float, int, tuple[str, ...]]) -> dict:
+def _run_seed(task: tuple[str, str, float, int, tuple[str, ...], float]) -> dict:
     """One seed of one cell: its own rung draw, every arm on it (a worker process)."""
     from benchmarks.discovery import DATASETS
     from orchestrator.bench import BenchConfig, parse_rung, run_bench
 
-    problem, model, q, seed, arms = task
+    problem, model, q, seed, arms, gap = task
     spec, data = PROBLEMS[problem], DATASETS[PROBLEMS[problem]["data"]]
     rung_seed = zlib.crc32(f"{problem} · {model} · q={q:g} · seed {seed}".encode())
     with tempfile.TemporaryDirectory(prefix="closedloop-rung-quality-") as workdir:
         pool = Path(workdir) / "pool.csv"
         rho = synthetic_pool(Path(data["pool"]), list(data["id_cols"]), spec["objective"].split(":")[1], model, q,
-                             rung_seed, pool)
+                             rung_seed, pool, gap)
         config = BenchConfig(pool=str(pool), id_cols=tuple(data["id_cols"]), objective=spec["objective"],
                              rungs=(parse_rung(f"synthetic={RUNG_COLUMN}:{RUNG_COST_S:g}"),), lab_budget=BUDGET,
                              seeds=1, first_seed=seed, arms=arms, batch=BATCH, lab_cost_s=LAB_COST_S, workers=1)
@@ -105,7 +113,7 @@ def _run_seed(task: tuple[str, str, float, int, tuple[str, ...]]) -> dict:
 
 
 def run_cells(cells: list[tuple[str, str, float]], seeds: int, workers: int,
-              arms: tuple[str, ...] = ARMS) -> list[dict]:
+              arms: tuple[str, ...] = ARMS, gap: float = 0.0) -> list[dict]:
     """Every (problem, model, q) cell over ``seeds`` seeds, each seed with its own rung draw, so that a cell measures
     the rung's quality rather than one draw's luck (a fixed draw would give every seed the same cold start)."""
     import multiprocessing
@@ -114,7 +122,7 @@ def run_cells(cells: list[tuple[str, str, float]], seeds: int, workers: int,
     import numpy as np
     from rich.progress import Progress
 
-    tasks = [(problem, model, q, seed, arms) for problem, model, q in cells for seed in range(seeds)]
+    tasks = [(problem, model, q, seed, arms, gap) for problem, model, q in cells for seed in range(seeds)]
     with Progress() as progress, ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         bar = progress.add_task("rung-quality runs", total=len(tasks))
         results = []
@@ -145,7 +153,17 @@ def run(seeds: int, workers: int) -> dict:
     return {"arms": list(ARMS), "seeds": seeds, "budget": BUDGET, "batch": BATCH, "code_commit": commit,
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "cells": run_cells(cells, seeds, workers),
-            "noise_seeds": NOISE_SEEDS, "noise_cells": run_cells(noise, NOISE_SEEDS, workers, arms=("bo", "bo-sf"))}
+            "noise_seeds": NOISE_SEEDS, "noise_cells": run_cells(noise, NOISE_SEEDS, workers, arms=("bo", "bo-sf")),
+            **run_gaps(seeds, workers)}
+
+
+def run_gaps(seeds: int, workers: int) -> dict:
+    """The rows of ``GAP_MODELS`` with ``GAP_SHARE`` of the rung's cells empty (each seed its own draw)."""
+    from benchmarks.discovery import code_commit
+
+    cells = [(problem, model, q) for problem in PROBLEMS for model, q in GAP_MODELS]
+    return {"gap_share": GAP_SHARE, "gap_code_commit": code_commit(),
+            "gap_cells": run_cells(cells, seeds, workers, gap=GAP_SHARE)}
 
 
 def _median(cell: dict, arm: str, metric: str = "experiments_to_top1") -> float:
@@ -217,7 +235,33 @@ def markdown(results: dict) -> str:
               f"than bo-sf on {tally['bo-sf'][0]} of {tally['bo-sf'][1]} rows (paired geometric means).", ""]
     if results.get("noise_cells"):
         lines += _noise_table(results)
+    if results.get("gap_cells"):
+        lines += _gap_table(results)
     return "\n".join(lines)
+
+
+def _gap_table(results: dict) -> list[str]:
+    """Rows whose rung has empty cells, against the same rung without them (the first table's row)."""
+    share = results["gap_share"]
+    lines = [f"## Rungs with {share:.0%} of their cells empty", "",
+             f"A cheap column is often computed for most candidates, not all. The same rung draws as the rows above, "
+             f"with {share:.0%} of the candidates' cells emptied (each seed its own draw; cheap-first measures those "
+             "last). A candidate without a rung value climbs on without it (orchestrator/DECISIONS.md, \"A table "
+             "rung's empty cell\"). Paired geometric means over the seeds, and the same ratio without gaps. "
+             f"Measured at commit {results.get('gap_code_commit', results['code_commit'])}.", "",
+             "| problem | rung | q | ρ | bo | bo-sf | cheap-first | bo vs cheap-first (no gaps) | "
+             "bo vs bo-sf (no gaps) |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    whole = {(c["problem"], c["model"], c["q"]): c for c in results["cells"]}
+    for cell in results["gap_cells"]:
+        base = whole.get((cell["problem"], cell["model"], cell["q"]))
+        ratios = []
+        for other in ("cheap-first", "bo-sf"):
+            then = f" ({paired_ratio(base, 'bo', other):.2f}×)" if base else ""
+            ratios.append(f"{paired_ratio(cell, 'bo', other):.2f}×{then}")
+        shown = [f"{_median(cell, a):g} ({_median(cell, a, 'experiments_to_top5'):g})" for a in results["arms"]]
+        lines.append(f"| {cell['problem']} | {cell['model']} | {cell['q']:g} | {cell['spearman']:.2f} | "
+                     + " | ".join(shown) + " | " + " | ".join(ratios) + " |")
+    return lines + [""]
 
 
 def _noise_table(results: dict) -> list[str]:

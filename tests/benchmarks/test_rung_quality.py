@@ -44,7 +44,8 @@ def test_other_unit_rung_is_biased_but_ranks_alike(source, tmp_path):
 
 def _cell(spearman, bo, sf, cheap):
     def summary(per_seed):
-        return {"experiments_to_top1": {"median": float(np.median(per_seed)), "per_seed": per_seed}}
+        one = {"median": float(np.median(per_seed)), "per_seed": per_seed}
+        return {"experiments_to_top1": one, "experiments_to_top5": one}
 
     return {"spearman": spearman, "arms": {"bo": summary(bo), "bo-sf": summary(sf), "cheap-first": summary(cheap)}}
 
@@ -74,3 +75,27 @@ def test_the_noise_table_gives_each_ratio_with_an_interval_that_narrows_with_see
     assert "## Pure-noise rungs over 100 seeds" in text
     row = next(line for line in text.splitlines() if line.startswith("| esol maximise | 17.5 | 20 |"))
     assert f"{ratio:.2f}×" in row
+
+
+def test_a_gap_empties_that_share_of_candidates_and_keeps_the_rest_of_the_draw(source, tmp_path):
+    """The gap rows reuse the gap-free draw (same seed) for the cells they keep, so the two tables compare rungs that
+    differ only by the empty cells; ρ is over the cells that hold a value."""
+    whole = synthetic_pool(source, ["smiles"], "y", "same unit", 0.5, seed=3, out=tmp_path / "whole.csv")
+    gappy = synthetic_pool(source, ["smiles"], "y", "same unit", 0.5, seed=3, out=tmp_path / "gappy.csv", gap=0.3)
+    a, b = pd.read_csv(tmp_path / "whole.csv"), pd.read_csv(tmp_path / "gappy.csv")
+    empty = b[RUNG_COLUMN].isna()
+    assert 0.2 < empty.mean() < 0.4 and np.isfinite(gappy) and abs(gappy - whole) < 0.1
+    assert np.allclose(a.loc[~empty, RUNG_COLUMN], b.loc[~empty, RUNG_COLUMN])
+    assert b[b["smiles"] == "C" * 8 + "O"][RUNG_COLUMN].isna().nunique() == 1  # a replicate shares its empty cell
+
+
+def test_the_gap_table_sets_each_row_beside_the_same_rung_without_gaps():
+    from benchmarks.rung_quality import markdown
+
+    base = dict(_cell(0.9, [6, 6], [20, 20], [6, 6]), problem="esol maximise", model="same unit", q=0.5)
+    gappy = dict(_cell(0.9, [12, 12], [20, 20], [6, 6]), problem="esol maximise", model="same unit", q=0.5)
+    text = markdown({"arms": ["bo", "bo-sf", "cheap-first"], "code_commit": "abc1234", "date": "2026-11-29",
+                     "cells": [base], "gap_share": 0.3, "gap_code_commit": "def5678", "gap_cells": [gappy]})
+    assert "## Rungs with 30% of their cells empty" in text and "def5678" in text
+    row = [line for line in text.splitlines() if line.startswith("| esol maximise | same unit")][-1]
+    assert "2.00× (1.00×)" in row and "0.60× (0.30×)" in row
