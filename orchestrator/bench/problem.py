@@ -5,9 +5,10 @@ Two ways to get one:
 - ``--spec SPEC``: a campaign spec as it stands. Its lab's ground truth (``lab.oracle_column`` or an inline
   ``lab.oracle``) defines the top sets.
 - ``--pool CSV``: the spec is built (``pool_spec``). An empty id value is a category of its own, ``none`` (no
-  additive, no ligand). Rows with the same id columns (replicates) are merged and their numeric columns averaged
-  (the PV-Lab protocol; a warning counts the groups); rows without a finite lab value are left out, and a warning
-  lists their lines. The merged table is written to the run's work directory and the spec points at it. The
+  additive, no ligand). Rows with the same id values (replicates; SMILES compared as molecules, by RDKit's
+  canonical SMILES) are merged and their numeric columns averaged (the PV-Lab protocol; a warning counts the
+  groups); rows without a finite lab value are left out, and a warning lists their lines. A number column with a few
+  text cells ('n/a', a typo) reads them as empty; one in which more than one filled cell in ten is text is refused. The merged table is written to the run's work directory and the spec points at it. The
   candidates are ``Conditions`` over the id columns, featurised by what each column holds (``[space] features =
   "columns"``); each ``--rung`` is a table rung priced at its cost.
 
@@ -34,10 +35,13 @@ from orchestrator.space.pool import Pool, load_pool
 from orchestrator.spec import CampaignSpec, load_spec, validate_spec
 from vocabulary.domain import objective_utility
 
-__all__ = ["BenchProblem", "load_problem", "pool_spec", "top_set"]
+__all__ = ["BenchProblem", "load_problem", "pool_spec", "text_cells", "top_set"]
 
 log = logging.getLogger(__name__)
 _MIN_LABEL_CANDIDATES = 20  # below this a one-hot per candidate is a small exhaustive design, not a label
+_MAX_TEXT_SHARE = 0.1
+"""The share of a number column's filled cells that may hold text (typos, 'n/a') before the column is refused;
+the same one in ten that a SMILES or formula column may fail to parse (``features.column_kind``)."""
 
 
 def top_set(utilities: np.ndarray, percent: float) -> np.ndarray:
@@ -122,15 +126,40 @@ def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> None:
                                       "its own lab value gives every arm the answer. Leave it out"
                                       + (f", e.g. --id-cols {','.join(rest)}" if rest else ""))
     need("--rung", [r.column for r in config.rungs])
-    if not pd.api.types.is_numeric_dtype(frame[config.objective_column]):
-        raise BenchError("--objective", f"column {config.objective_column!r} is not numeric; pick the measured value")
+    _check_numbers(frame, config.objective_column, "--objective", "the measured value")
     for rung in config.rungs:
-        if not pd.api.types.is_numeric_dtype(frame[rung.column]):
-            raise BenchError("--rung", f"rung column {rung.column!r} is not numeric")
+        _check_numbers(frame, rung.column, "--rung", "the cheaper fidelity's numbers")
     if config.feature_cols != "auto":
         raise BenchError("--feature-cols", "a candidate is featurised from its id columns, by what each holds: give "
                                            "the columns that describe a candidate as --id-cols (e.g. --id-cols "
                                            f"{','.join(config.feature_cols)}) and leave --feature-cols at auto")
+
+
+def text_cells(series: pd.Series) -> pd.Series:
+    """The cells of a column that hold something other than a number (empty cells are not counted).
+
+    Example:
+        >>> text_cells(pd.Series(["1.5", "-", None, " ", "2 eV"])).tolist()
+        ['-', '2 eV']
+    """
+    present = series[series.notna() & (series.astype(str).str.strip() != "")]
+    return present[pd.to_numeric(present, errors="coerce").isna()]
+
+
+def _check_numbers(frame: pd.DataFrame, column: str, flag: str, what: str) -> None:
+    """Refuse a column of numbers in which more than one filled cell in ten holds text (units, comments, the wrong
+    column); fewer are typos or markers such as 'n/a', whose rows ``_merge`` treats as empty and names."""
+    series = frame[column]
+    if pd.api.types.is_numeric_dtype(series):
+        return
+    text = text_cells(series)
+    n_filled = int((series.notna() & (series.astype(str).str.strip() != "")).sum())
+    if len(text) <= int(_MAX_TEXT_SHARE * n_filled):
+        return
+    examples = ", ".join(repr(str(v)) for v in pd.unique(text)[:3])
+    raise BenchError(flag, f"column {column!r} should hold {what}, but {len(text)} of its {n_filled} filled cells "
+                           f"are not numbers (e.g. {examples}). Give a column of plain numbers: units belong in the "
+                           "header, a missing value is an empty cell")
 
 
 def _check_labels(merged: pd.DataFrame, id_cols: tuple[str, ...]) -> None:
@@ -169,7 +198,14 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
     for key in keys:  # an empty text id means the component is absent: a category of its own
         if key not in numeric_keys and frame[key].isna().any():
             frame[key] = frame[key].astype(object).where(frame[key].notna(), NO_COMPONENT)
-    value = pd.to_numeric(frame[config.objective_column], errors="coerce").to_numpy(dtype=float)
+    frame[config.objective_column] = pd.to_numeric(frame[config.objective_column], errors="coerce")
+    value = frame[config.objective_column].to_numpy(dtype=float)
+    for rung in config.rungs:  # a rung cell with text is a value nobody computed: empty, as the rung reads it
+        text = text_cells(frame[rung.column])
+        if len(text):
+            log.warning("%s: rung column %r holds text, read as empty, on line(s) %s", source, rung.column,
+                        line_ranges([lines[frame.index.get_loc(k)] for k in text.index]))
+        frame[rung.column] = pd.to_numeric(frame[rung.column], errors="coerce")
     keep = np.ones(len(frame), dtype=bool)
     for what, ok in [(f"a finite lab value in {config.objective_column!r}", np.isfinite(value)),
                      *((f"a value in the numeric id column {key!r}", frame[key].notna().to_numpy())
@@ -182,16 +218,32 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
             log.warning("%s: left out %d row(s) without %s: lines %s", source, len(left_out), what,
                         line_ranges(left_out))
         keep &= ok
-    frame = frame[keep]
+    frame = frame[keep].copy()
+    for key in keys:  # two spellings of one molecule are one candidate, as a campaign's pool merges them
+        if key not in numeric_keys and column_kind(frame[key]) == "smiles":
+            frame[key] = frame[key].map({v: _canonical_smiles(v) for v in pd.unique(frame[key])})
     numeric = [c for c in frame.columns if c not in keys and pd.api.types.is_numeric_dtype(frame[c])]
     grouped = frame.groupby(keys, sort=False, dropna=False)
     merged = grouped[numeric].mean() if numeric else grouped.size().to_frame("_n")
     sizes = grouped.size()
     n_averaged = int((sizes > 1).sum())
     if n_averaged:
-        log.warning("%s: averaged %d replicate group(s) (%d rows) into one candidate each, the PV-Lab protocol",
+        log.warning("%s: averaged %d replicate group(s) (%d rows) into one candidate each, the PV-Lab protocol "
+                    "(rows with the same id values; SMILES compared as molecules)",
                     source, n_averaged, int(sizes[sizes > 1].sum()))
     return merged.reset_index(), int((~keep).sum()), n_averaged
+
+
+def _canonical_smiles(value: object) -> object:
+    """RDKit's canonical SMILES of a cell; an absent component or a value that does not parse as it is."""
+    from vocabulary.domain import InvalidCandidate, Molecule
+
+    if not isinstance(value, str) or value == NO_COMPONENT:
+        return value
+    try:
+        return Molecule.parse(value).smiles
+    except InvalidCandidate:
+        return value
 
 
 def _kernel(merged: pd.DataFrame, id_cols: tuple[str, ...]) -> str:

@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from orchestrator.bench import BenchConfig, load_problem
+from orchestrator.bench import BenchConfig, load_problem, parse_rung
 
 LIGANDS = ["CC(C)P(C(C)C)C(C)C", "c1ccc(P(c2ccccc2)c2ccccc2)cc1", "CP(C)C"]
 
@@ -62,3 +62,53 @@ def test_a_smiles_typo_leaves_its_row_out_and_the_column_fingerprints(tmp_path, 
     assert "left out 1 row(s) without a valid smiles in 'ligand': lines 12" in caplog.text
     assert problem.spec.planner.kernel == "tanimoto" and problem.pool.features.shape[1] > 12, \
         "Morgan bits for the ligands (and one-hot bases), not eleven one-hot names"
+
+
+def test_a_few_text_cells_in_the_lab_or_rung_column_read_as_empty_and_are_named(tmp_path, caplog):
+    """'n/a' or '-' in a number column is a missing value (its row named), not a reason to refuse the column."""
+    frame = pd.DataFrame({"base": [f"b{k}" for k in range(12)], "ligand": ["x"] * 12,
+                          "y": [str(float(k)) for k in range(12)], "cheap": [str(0.5 * k) for k in range(12)]})
+    frame.loc[3, "y"] = "-"  # CSV line 5
+    frame.loc[6, "cheap"] = "failed"  # CSV line 8
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        problem = load_problem(_config(path, rungs=(parse_rung("cheap=cheap:1"),)), tmp_path / "work")
+    assert len(problem) == 11 and "without a finite lab value in 'y': lines 5" in caplog.text
+    assert "rung column 'cheap' holds text, read as empty, on line(s) 8" in caplog.text
+    by_base = {c.values["base"]: k for k, c in enumerate(problem.pool.candidates)}
+    cheap = problem.pool.columns["cheap"]
+    assert np.isnan(cheap[by_base["b6"]]) and cheap[by_base["b7"]] == 3.5, "the text cell is empty, the rest numbers"
+
+
+def test_a_lab_column_of_text_is_refused_with_examples(tmp_path):
+    """Numbers written with their unit are no lab values: the bench names the column, shows some cells and says
+    how to write them, rather than leaving out every row or failing later."""
+    from orchestrator.bench import BenchError
+
+    frame = pd.DataFrame({"base": [f"b{k}" for k in range(12)], "ligand": ["x"] * 12,
+                          "y": [f"{k} mg/L" for k in range(12)]})
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    try:
+        load_problem(_config(path), tmp_path / "work")
+    except BenchError as error:
+        message = str(error)
+    else:
+        raise AssertionError("a lab column of text was accepted")
+    assert "--objective" in message and "12 of its 12 filled cells" in message and "'0 mg/L'" in message
+    assert "units belong in the header" in message
+
+
+def test_two_spellings_of_one_molecule_are_replicates(tmp_path, caplog):
+    """'OCC' and 'CCO' are one molecule: averaged into one candidate, as a campaign's pool merges them, so the top
+    set does not count ethanol twice."""
+    ligands = ["OCC", "CCO", "C(C)O", "c1ccccc1", "C1=CC=CC=C1", "CCN", "CCCl", "CC#N", "OCCO", "CC(C)O"]
+    frame = pd.DataFrame({"base": ["dbu"] * 10, "ligand": ligands, "y": [1.0, 2.0, 3.0, 4.0, 6.0, 7, 8, 9, 10, 11]})
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        problem = load_problem(_config(path), tmp_path / "work")
+    assert len(problem) == 7 and problem.n_averaged == 2
+    by_ligand = {c.values["ligand"]: v for c, v in zip(problem.pool.candidates, problem.values)}
+    assert by_ligand["CCO"] == 2.0 and by_ligand["c1ccccc1"] == 5.0, "averaged under RDKit's canonical SMILES"
