@@ -116,11 +116,12 @@ class SpaceSpec(_Spec):
     column: str | None = Field(default=None, description="the column holding SMILES or formulas")
     columns: list[str] | None = Field(default=None, description="parameter columns, for kind = conditions")
     inline: list[Any] | None = Field(default=None, description="candidates given inline instead of a pool")
-    features: Literal["parameters", "columns"] = Field(
-        default="parameters",
+    features: Literal["auto", "parameters", "columns"] = Field(
+        default="auto",
         description="conditions: 'parameters' encodes each parameter (one-hot or scaled); 'columns' reads what each "
                     "column holds (Morgan bits for SMILES, composition features for formulas, scaled numbers, "
-                    "one-hot categories)")
+                    "one-hot categories); 'auto' is 'columns' when a column holds SMILES or formulas, else "
+                    "'parameters' (the two agree on numbers and categories)")
     stream: Literal["auto"] | bool = Field(
         default="auto",
         description="conditions pools: keep only compact row codes and compute features, acquisition and dedup chunk by "

@@ -336,5 +336,7 @@ def load_compact_pool(spec, value_columns: dict[str, bool], *, chunk_rows: int =
             if differ.any():
                 log.warning("%s: averaged %d candidate(s) whose %d replicate rows differ in %s ([space] replicates = "
                             "\"average\")", source, int(differ.sum()), int(sizes[differ].sum()), list(values))
-    blocks = _feature_blocks(space, parameters, spec.space.features, len(first_rows))
+    from orchestrator.space.features import feature_mode
+
+    blocks = _feature_blocks(space, parameters, feature_mode(spec.space.features, space), len(first_rows))
     return CompactPool(space, parameters, digests[first[by_appearance]], columns, blocks, skipped, n_rows)

@@ -27,7 +27,7 @@ import pandas as pd
 
 from vocabulary.domain import InvalidCandidate, Material, SetupError
 
-__all__ = ["NO_COMPONENT", "ColumnKind", "column_kind", "featurise_columns", "unparsed_rows"]
+__all__ = ["NO_COMPONENT", "ColumnKind", "column_kind", "feature_mode", "featurise_columns", "unparsed_rows"]
 
 ColumnKind = Literal["smiles", "formula", "numeric", "categorical"]
 _N_SAMPLE = 25
@@ -76,6 +76,30 @@ def column_kind(series: pd.Series) -> ColumnKind:
     if _mostly(sample, _is_formula):
         return "formula"
     return "categorical"
+
+
+def feature_mode(mode: str, space) -> Literal["parameters", "columns"]:
+    """How a conditions pool is featurised: ``[space] features`` as given, or for "auto" "columns" when a category
+    parameter of ``space`` (a ``ConditionSpace``) holds SMILES or formulas, else "parameters".
+
+    One-hot names of molecules tell a surrogate nothing about how two of them relate; Morgan bits do. On numbers and
+    plain categories the two modes encode the same.
+
+    Example:
+        >>> from vocabulary.domain import ConditionSpace
+        >>> space = ConditionSpace.model_validate({"parameters": [
+        ...     {"name": "solvent", "kind": "categorical", "choices": ["CCO", "c1ccccc1", "CS(C)=O"]},
+        ...     {"name": "T", "kind": "continuous", "low": 20, "high": 80}]})
+        >>> feature_mode("auto", space), feature_mode("parameters", space)
+        ('columns', 'parameters')
+    """
+    if mode != "auto":
+        return mode  # type: ignore[return-value]
+    for parameter in space.parameters:
+        if parameter.kind == "categorical" and column_kind(pd.Series(list(parameter.choices), dtype=object,
+                                                                     name=parameter.name)) in ("smiles", "formula"):
+            return "columns"
+    return "parameters"
 
 
 def unparsed_rows(series: pd.Series, kind: ColumnKind) -> np.ndarray:

@@ -184,6 +184,13 @@ def _unparsed_values(frame: pd.DataFrame, columns: list[str]) -> dict[int, RowPr
     return problems
 
 
+def _reads_columns(spec: CampaignSpec, space: ConditionSpace) -> bool:
+    """Whether a conditions pool is featurised by what each column holds (``features.feature_mode``)."""
+    from orchestrator.space.features import feature_mode
+
+    return feature_mode(spec.space.features, space) == "columns"
+
+
 def _value_columns(spec: CampaignSpec) -> dict[str, bool]:
     """The pool columns the campaign reads as measurements, each with whether every row needs a value."""
     columns = {r.column: False for r in spec.ladder if r.simulator == "table" and r.column}
@@ -202,7 +209,7 @@ def _validated(spec: CampaignSpec, source: str, raw_items: list[Any], frame: pd.
     kind = spec.campaign.kind
     parsed, problems = _parse_rows(kind, raw_items, space, spec.space.column or "candidate")
     frame = frame.reset_index(drop=True)
-    if kind == "conditions" and spec.space.features == "columns":
+    if kind == "conditions" and space is not None and _reads_columns(spec, space):
         for position, problem in _unparsed_values(frame, list(spec.space.columns or [])).items():
             problems.setdefault(position, problem)
     wanted = _value_columns(spec) if value_columns is None else value_columns
@@ -309,7 +316,7 @@ def load_pool(spec: CampaignSpec) -> Pool:
         return f"line {lines[position]}"
 
     pool = _validated(spec, f"pool {path.name}", raw_items, frame, space, label)
-    if kind == "conditions" and spec.space.features == "columns":
+    if kind == "conditions" and _reads_columns(spec, space):
         from orchestrator.space.features import featurise_columns
 
         values = pd.DataFrame([c.values for c in pool.candidates])

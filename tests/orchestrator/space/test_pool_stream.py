@@ -53,7 +53,7 @@ def molecule_pool(molecule_csv):
 
 @pytest.fixture(scope="module")
 def buchwald_pool():
-    return load_pool(small_spec(BUCHWALD_SPEC))
+    return load_pool(small_spec(BUCHWALD_SPEC, space__features="parameters"))  # what stream_top_k encodes
 
 
 BUCHWALD_CSV = BUCHWALD_SPEC.parent / "data" / "experiment_index.csv"

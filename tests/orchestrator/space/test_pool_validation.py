@@ -193,6 +193,26 @@ def test_a_smiles_typo_in_a_conditions_column_is_a_bad_row_not_a_column_of_categ
         "Morgan bits plus the scaled temperature, not eleven one-hot names"
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_by_default_a_smiles_column_of_a_conditions_pool_is_read_as_molecules(tmp_path, stream):
+    """``features = "auto"`` (the default) reads a SMILES column as Morgan bits, as "columns" does, whether the pool
+    is held or streamed; a pool of numbers and plain categories is encoded as "parameters" does."""
+    def spec(text, columns, **space):
+        return pool_spec(tmp_path, text, kind="conditions", column=None, columns=columns, stream=stream, **space)
+
+    reactions = "additive,T,y\n" + REACTIONS
+    assert spec(reactions, ["additive", "T"]).space.features == "auto"
+    by_default = np.asarray(load_pool(spec(reactions, ["additive", "T"])).features)
+    as_columns = np.asarray(load_pool(spec(reactions, ["additive", "T"], features="columns")).features)
+    as_names = np.asarray(load_pool(spec(reactions, ["additive", "T"], features="parameters")).features)
+    assert np.array_equal(by_default, as_columns) and by_default.shape[1] > 11, "Morgan bits plus the temperature"
+    assert as_names.shape[1] == 12, "eleven one-hot names plus the temperature: what the default no longer does"
+    named = "".join(f"{s},{t},{y}\n" for s, t, y in [("dmso", 20, 1), ("water", 40, 2), ("thf", 60, 3)])
+    plain = np.asarray(load_pool(spec("solvent,T,y\n" + named, ["solvent", "T"])).features)
+    assert np.array_equal(plain, np.asarray(load_pool(spec("solvent,T,y\n" + named, ["solvent", "T"],
+                                                           features="parameters")).features))
+
+
 def test_a_streamed_pool_names_a_value_that_does_not_parse(tmp_path):
     """A streamed pool encodes each distinct value once, after the row checks: a typo is a one-line error there."""
     import pandas as pd
