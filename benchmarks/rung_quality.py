@@ -70,8 +70,10 @@ def synthetic_pool(source: Path, id_cols: list[str], value_col: str, model: str,
     import pandas as pd
     from scipy.stats import spearmanr
 
+    from orchestrator.bench.problem import canonical_ids
+
     frame = pd.read_csv(source)
-    frame = frame[pd.to_numeric(frame[value_col], errors="coerce").notna()].copy()
+    frame = canonical_ids(frame[pd.to_numeric(frame[value_col], errors="coerce").notna()], id_cols)
     per_id = frame.groupby(id_cols, sort=True)[value_col].mean()  # replicates share one rung value
     y = per_id.to_numpy(dtype=float)
     rng = np.random.default_rng(seed)

@@ -35,7 +35,7 @@ from orchestrator.space.pool import Pool, load_pool
 from orchestrator.spec import CampaignSpec, load_spec, validate_spec
 from vocabulary.domain import objective_utility
 
-__all__ = ["BenchProblem", "load_problem", "pool_spec", "text_cells", "top_set"]
+__all__ = ["BenchProblem", "canonical_ids", "load_problem", "pool_spec", "text_cells", "top_set"]
 
 log = logging.getLogger(__name__)
 _MIN_LABEL_CANDIDATES = 20  # below this a one-hot per candidate is a small exhaustive design, not a label
@@ -218,10 +218,7 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
             log.warning("%s: left out %d row(s) without %s: lines %s", source, len(left_out), what,
                         line_ranges(left_out))
         keep &= ok
-    frame = frame[keep].copy()
-    for key in keys:  # two spellings of one molecule are one candidate, as a campaign's pool merges them
-        if key not in numeric_keys and column_kind(frame[key]) == "smiles":
-            frame[key] = frame[key].map({v: _canonical_smiles(v) for v in pd.unique(frame[key])})
+    frame = canonical_ids(frame[keep], keys)
     numeric = [c for c in frame.columns if c not in keys and pd.api.types.is_numeric_dtype(frame[c])]
     grouped = frame.groupby(keys, sort=False, dropna=False)
     merged = grouped[numeric].mean() if numeric else grouped.size().to_frame("_n")
@@ -232,6 +229,23 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
                     "(rows with the same id values; SMILES compared as molecules)",
                     source, n_averaged, int(sizes[sizes > 1].sum()))
     return merged.reset_index(), int((~keep).sum()), n_averaged
+
+
+def canonical_ids(frame: pd.DataFrame, id_cols: list[str]) -> pd.DataFrame:
+    """A copy of ``frame`` whose SMILES id columns hold RDKit's canonical SMILES, so that two spellings of one
+    molecule group as one candidate (as a campaign's pool merges them by InChIKey).
+
+    Example:
+        >>> canonical_ids(pd.DataFrame({"s": ["OCC", "CCO", "C1=CC=CC=C1"], "y": [1, 2, 3]}), ["s"])["s"].tolist()
+        ['CCO', 'CCO', 'c1ccccc1']
+    """
+    from orchestrator.space.features import column_kind
+
+    frame = frame.copy()
+    for key in id_cols:
+        if not pd.api.types.is_numeric_dtype(frame[key]) and column_kind(frame[key]) == "smiles":
+            frame[key] = frame[key].map({v: _canonical_smiles(v) for v in pd.unique(frame[key])})
+    return frame
 
 
 def _canonical_smiles(value: object) -> object:
