@@ -228,7 +228,8 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
         log.warning("%s: averaged %d replicate group(s) (%d rows) into one candidate each, the PV-Lab protocol "
                     "(rows with the same id values; SMILES compared as molecules)",
                     source, n_averaged, int(sizes[sizes > 1].sum()))
-    return merged.reset_index(), int((~keep).sum()), n_averaged
+    keys_frame = merged.index.to_frame(index=False)  # not reset_index: one insert per id column fragments a wide table
+    return pd.concat([keys_frame, merged.reset_index(drop=True)], axis=1), int((~keep).sum()), n_averaged
 
 
 def canonical_ids(frame: pd.DataFrame, id_cols: list[str]) -> pd.DataFrame:
