@@ -30,10 +30,10 @@ __all__ = ["arm_comparison", "comparison_ceiling", "comparison_sentence", "measu
 
 
 def _label(canonical: str) -> str:
-    data = json.loads(canonical)
-    if data["type"] == "conditions":
-        return "; ".join(f"{k}={v}" for k, v in data["values"].items())
-    return data.get("smiles") or data.get("formula")
+    from orchestrator.space.pool import describe
+    from vocabulary.domain import candidate_from_dict
+
+    return describe(candidate_from_dict(json.loads(canonical)))
 
 
 MAX_PAIRINGS = 4096  # pairings averaged over; all of them when there are no more, else this many drawn

@@ -10,6 +10,7 @@ InChIKey) are merged and their numeric columns averaged: equal values under ``[s
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -47,10 +48,17 @@ log = logging.getLogger(__name__)
 
 
 def describe(candidate: Candidate) -> str:
-    """A short human-readable label: SMILES, formula, or ``name=value`` pairs."""
+    """A short human-readable label: SMILES, formula (without pymatgen's amounts of one), or ``name=value`` pairs.
+
+    Example:
+        >>> from vocabulary.domain import Material
+        >>> describe(Material.parse("Rb2VCuS4")), describe(Material.parse("Fe10O15")), describe(Material.parse("LiO0.5"))
+        ('Rb2VCuS4', 'Fe10O15', 'LiO0.5')
+    """
     if isinstance(candidate, Conditions):
         return "; ".join(f"{k}={v}" for k, v in candidate.values.items())
-    return getattr(candidate, "smiles", None) or getattr(candidate, "formula")
+    smiles = getattr(candidate, "smiles", None)
+    return smiles or re.sub(r"(?<=[A-Za-z])1(?![0-9.])", "", candidate.formula)
 
 
 @dataclass

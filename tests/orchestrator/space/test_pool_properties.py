@@ -90,3 +90,17 @@ def test_a_conditions_pool_loads_or_is_refused(content, chosen):
        prefix=st.sampled_from([b"", b"x,y\n", b"\xef\xbb\xbfx,y\nCCO,1\n"]))
 def test_any_bytes_load_or_are_refused(content, prefix):
     _load(prefix + content, "molecule", ("refuse", "must_agree"))
+
+
+def test_a_material_reads_as_its_formula_without_amounts_of_one():
+    """pymatgen writes 'Rb2V1Cu1S4'; a summary, a prompt and an offer show 'Rb2VCuS4', as a chemist writes it."""
+    import json
+
+    from orchestrator.loop.summary import _label
+    from orchestrator.space.pool import describe
+    from vocabulary.domain import Material
+
+    material = Material.parse("Rb2VCuS4")
+    assert material.formula == "Rb2V1Cu1S4", "the stored formula is pymatgen's, unchanged (ledgers replay as written)"
+    assert describe(material) == _label(json.dumps(material.model_dump(mode="json"))) == "Rb2VCuS4"
+    assert describe(Material.parse("Fe10O15")) == "Fe10O15" and describe(Material.parse("C1Cl1")) == "CCl"
