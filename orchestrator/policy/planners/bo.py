@@ -25,7 +25,7 @@ from vocabulary.domain import Proposal
 
 __all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
            "choose_kernel", "cold_start_count", "fit_surrogate_state", "folded_utility_moments", "has_fitted_surrogate",
-           "rung_slots", "state_features", "state_prior", "surrogate_fits_values", "surrogate_targets"]
+           "rung_share", "rung_slots", "state_features", "state_prior", "surrogate_fits_values", "surrogate_targets"]
 
 
 class PriorMean(Protocol):
@@ -342,7 +342,7 @@ class BOPlanner:
         rung_order = self._rung_order(context)
         n_rung = 0 if rung_order is None else min(rung_slots(
             n, len(context.observed) + len(context.pending),
-            share=min(RUNG_SHARE, context.surrogate_state["prior"].get("evidence", RUNG_SHARE))),
+            share=rung_share(context.surrogate_state["prior"].get("evidence"))),
             int(np.isfinite(rung_order[1][context.available]).sum()))  # only what the rung ranks; the rest: the model
         n_model = n - n_rung
         if n_model == 0:
@@ -417,6 +417,26 @@ class BOPlanner:
 RUNG_SHARE = 0.5
 
 
+def rung_share(evidence: float | None) -> float:
+    """The share of a batch that follows the prior's rung as it stands: ``RUNG_SHARE`` while the pairs leave the rung
+    at least as likely informative as not (``evidence``, ``escalation.probability_informative``, ≥ ½; ½ before any
+    pair), none once they make it more likely noise. A state without ``evidence`` (a ledger from before it was
+    recorded) gets ``RUNG_SHARE``.
+
+    Not matched to the probability: the rung is surveyed over the pool, so every lab result, whichever source picked
+    it, is one more pair for judging it. A slot given to the rung buys no evidence about the rung, so there is nothing
+    to explore, and each slot goes to the better bet: the portfolio while the rung is as likely to say something as
+    not, the model alone once it probably says nothing.
+
+    Example:
+        >>> rung_share(None), rung_share(0.5), rung_share(0.97), rung_share(0.3)
+        (0.5, 0.5, 0.5, 0.0)
+    """
+    if evidence is None:
+        return RUNG_SHARE
+    return RUNG_SHARE if float(evidence) >= 0.5 else 0.0
+
+
 def rung_slots(n: int, started: int = 0, *, share: float = RUNG_SHARE) -> int:
     """How many of a batch of ``n`` follow the prior's rung read as it stands once the surrogate is fitted:
     ``⌊share · n⌋``, so the model keeps the first pick of every batch. A one-slot plan (an asynchronous campaign)
@@ -425,10 +445,9 @@ def rung_slots(n: int, started: int = 0, *, share: float = RUNG_SHARE) -> int:
 
     A portfolio of two sources of picks, the calibrated model and the rung's own order: whichever of the two is
     right, the campaign finds what it would have found within about 1/share times the lab experiments, so a good
-    rung is never worth much less than measuring in its order (``cheap-first``). The share is matched to the
-    probability that the rung says anything at all (the prior's ``evidence``, ``escalation.probability_informative``),
-    capped at ``RUNG_SHARE``: ½ before any pair and while the pairs support the rung, shrinking as they doubt it (a
-    pure-noise rung: 1 of 5 after a batch or two, 0 once P < 0.2), and none once the lab rules it out (no prior).
+    rung is never worth much less than measuring in its order (``cheap-first``). The share is ``rung_share``: ½
+    while the pairs leave the rung at least as likely informative as not (the prior's ``evidence``), none once they
+    make it more likely noise (a pure-noise rung: after its first batch, P ≈ 0.3) or the lab rules it out (no prior).
     Only to maximise or minimise, where every increasing calibration ranks as the raw rung does (the
     ``cold_start_count`` argument); near a target the raw order is wrong by the rung's offset (orchestrator/DECISIONS.md).
 
