@@ -32,7 +32,12 @@ from pydantic import (
     model_validator,
 )
 
-from vocabulary.domain import CandidateKind, SetupError, objective_utility
+from vocabulary.domain import (
+    CandidateKind,
+    SetupError,
+    normalised_direction,
+    objective_utility,
+)
 
 __all__ = [
     "ApprovalSpec",
@@ -82,6 +87,12 @@ class ObjectiveSpec(_Spec):
     direction: Literal["maximize", "minimize", "target"]
     target: float | None = None
     tolerance: float | None = Field(default=None, gt=0)
+
+    @field_validator("direction", mode="before")
+    @classmethod
+    def _spelling(cls, value: Any) -> Any:
+        """"maximise", "Min" and the like mean what they say (``domain.DIRECTION_SPELLINGS``)."""
+        return normalised_direction(value)
 
     @model_validator(mode="after")
     def _target_needs_value(self) -> ObjectiveSpec:

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vocabulary.domain import SetupError
+from vocabulary.domain import SetupError, normalised_direction
 
 __all__ = ["ARM_NAMES", "BenchConfig", "BenchError", "RungColumn", "parse_objective", "parse_rung"]
 
@@ -48,8 +48,16 @@ class RungColumn(BaseModel):
 
 
 def parse_objective(text: str) -> tuple[Direction, str, float | None, float | None]:
-    """``maximize:COL``, ``minimize:COL`` or ``target:COL:VALUE:TOL`` as (direction, column, target, tolerance)."""
-    direction, _, rest = text.partition(":")
+    """``maximize:COL``, ``minimize:COL`` or ``target:COL:VALUE:TOL`` as (direction, column, target, tolerance).
+
+    The direction may be written in any case, as "maximise" / "minimise", or as "max" / "min" (``domain.DIRECTION_SPELLINGS``).
+
+    Example:
+        >>> parse_objective("Maximise:yield (%)"), parse_objective("target:gap:1.4:0.1")
+        (('maximize', 'yield (%)', None, None), ('target', 'gap', 1.4, 0.1))
+    """
+    written, _, rest = text.partition(":")
+    direction = normalised_direction(written)
     if direction in ("maximize", "minimize") and rest:
         return direction, rest, None, None  # type: ignore[return-value]
     if direction == "target":

@@ -20,6 +20,12 @@ def test_objective_utility_and_hits():
     assert spec.objective.is_hit(-12.4) and not spec.objective.is_hit(-12.6)
 
 
+def test_a_direction_may_be_spelt_the_british_way_or_abbreviated():
+    for written, meant in [("maximise", "maximize"), ("Minimise", "minimize"), ("MAX", "maximize"), ("min", "minimize")]:
+        data = _broken(objective__direction=written, objective__target=None, objective__tolerance=None)
+        assert validate_spec(data, source="test.toml").objective.direction == meant
+
+
 def _broken(**changes):
     data = load_spec(FREESOLV_SPEC).model_dump()
     for dotted, value in changes.items():

@@ -171,7 +171,7 @@ def test_experiments_to_hit_counts_budget_plus_one_without_a_hit():
 
 
 @pytest.mark.parametrize(("args", "flag"), [
-    (["--objective", "maximise:y"], "--objective"),
+    (["--objective", "upward:y"], "--objective"),
     (["--objective", "target:y:1"], "--objective"),
     (["--arms", "random,gp"], "--arms"),
     (["--id-cols", "a,zz"], "--id-cols"),
@@ -233,6 +233,8 @@ def test_a_missing_number_in_an_id_column_leaves_its_row_out_and_keeps_the_colum
 
 def test_parsers():
     assert parse_objective("minimize:loss (a.u.)") == ("minimize", "loss (a.u.)", None, None)
+    assert parse_objective("Maximise:y") == parse_objective("max:y") == ("maximize", "y", None, None)
+    assert parse_objective("minimise:y")[0] == parse_objective("MIN:y")[0] == "minimize"
     assert parse_rung("pbe=pbe_gap:3600").cost_s == 3600.0 and parse_rung("e=col").cost_s == 0.0
     with pytest.raises(BenchError, match="--objective"):
         parse_objective("target:y:a:b")
