@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.bench.config import BenchConfig, BenchError
-from orchestrator.space.checks import csv_line_numbers, delimiter_hint, line_ranges
+from orchestrator.space.checks import csv_line_numbers, line_ranges, missing_column_hint
 from orchestrator.space.features import NO_COMPONENT
 from orchestrator.space.pool import Pool, load_pool
 from orchestrator.spec import CampaignSpec, load_spec, validate_spec
@@ -116,7 +116,7 @@ def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> None:
         missing = [n for n in names if n not in known]
         if missing:
             raise BenchError(flag, f"column(s) {missing} are not in the pool; its columns are {known}"
-                                   f"{delimiter_hint(known)}")
+                                   f"{missing_column_hint(missing, known)}")
 
     need("--id-cols", config.id_cols)
     need("--objective", [config.objective_column])

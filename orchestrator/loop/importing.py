@@ -17,7 +17,7 @@ from orchestrator.space.checks import (
     N_SHOWN,
     as_float,
     csv_line_numbers,
-    delimiter_hint,
+    missing_column_hint,
     read_csv_table,
     require_rows,
 )
@@ -75,12 +75,13 @@ def read_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_colu
     if value_column not in frame.columns:
         raise HistoryImportError(f"history file {path.name} has no {value_column!r} column (the measured objective); "
                                  f"its columns are {list(frame.columns)}. Pass --value-column"
-                                 f"{delimiter_hint(frame.columns)}")
+                                 f"{missing_column_hint([value_column], frame.columns)}")
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise HistoryImportError(f"history file {path.name} has no column(s) {missing}; its columns are "
                                  f"{list(frame.columns)}. Name the candidate column with --candidate-column (molecules, "
-                                 f"materials) or use the spec's space.columns (conditions){delimiter_hint(frame.columns)}")
+                                 f"materials) or use the spec's space.columns (conditions)"
+                                 f"{missing_column_hint(missing, frame.columns)}")
     require_rows(frame, path, "history file", HistoryImportError)
     lines = csv_line_numbers(path, len(frame))
     rows, problems, seen = [], [], {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import re
 import warnings
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -131,6 +132,37 @@ def delimiter_hint(columns) -> str:
         if len(columns) == 1 and separator in columns[0]:
             return f"; the header reads as one column holding {name}: save the file comma-separated"
     return ""
+
+
+def missing_column_hint(missing, columns) -> str:
+    """A hint for columns a file lacks: the separator it seems to use (``delimiter_hint``), else the columns it has
+    that are spelt like the missing ones (case, spaces, a typo), else ``""``.
+
+    Example:
+        >>> missing_column_hint(["yield"], ["smiles", "Yield (%)"]), missing_column_hint(["y"], ["smiles"])
+        ("; did you mean 'Yield (%)' for 'yield'?", '')
+    """
+    import difflib
+
+    columns = [str(c) for c in columns]
+    hint = delimiter_hint(columns)
+    if hint:
+        return hint
+    by_key = {_spelling_key(c): c for c in columns}
+    guesses = []
+    for name in missing:
+        key = _spelling_key(str(name))
+        close = [c for k, c in by_key.items() if key and k == key] or \
+            [c for k, c in by_key.items() if min(len(k), len(key)) >= 3 and (k.startswith(key) or key.startswith(k))] or \
+            difflib.get_close_matches(str(name), columns, n=1, cutoff=0.75)
+        if close:
+            guesses.append(f"{close[0]!r} for {str(name)!r}")
+    return f"; did you mean {', '.join(guesses)}?" if guesses else ""
+
+
+def _spelling_key(name: str) -> str:
+    """A column name without case, spaces, punctuation or a unit in brackets: 'Yield (%)' and 'yield' meet."""
+    return re.sub(r"[^0-9a-z]", "", re.sub(r"\s*[(\[].*?[)\]]\s*", "", name.lower()))
 
 
 def csv_header(path: Path) -> list[str]:

@@ -33,8 +33,8 @@ from orchestrator.space.checks import (
     check_csv_shape,
     csv_header,
     csv_line_numbers,
-    delimiter_hint,
     enforce_policy,
+    missing_column_hint,
     numeric_column,
     numeric_value_problems,
 )
@@ -268,7 +268,7 @@ def load_compact_pool(spec, value_columns: dict[str, bool], *, chunk_rows: int =
     missing = [c for c in [*wanted, spec.lab.oracle_column] if c is not None and c not in header]
     if missing:
         raise SetupError(f"pool {path.name} has no column(s) {missing}; its columns are {header}; "
-                         f"fix the spec's space.column(s) or lab.oracle_column{delimiter_hint(header)}")
+                         f"fix the spec's space.column(s) or lab.oracle_column{missing_column_hint(missing, header)}")
     present = {c: required for c, required in value_columns.items() if c in header}
     text = _text_columns(path, wanted, chunk_rows)
     while True:

@@ -23,9 +23,9 @@ from orchestrator.space.checks import (
     RowProblem,
     conflicting_replicates,
     csv_line_numbers,
-    delimiter_hint,
     empty_fields,
     enforce_policy,
+    missing_column_hint,
     numeric_column,
     numeric_value_problems,
     read_csv_table,
@@ -310,7 +310,8 @@ def load_pool(spec: CampaignSpec) -> Pool:
     missing = [c for c in [*wanted, spec.lab.oracle_column] if c is not None and c not in frame.columns]
     if missing:
         raise SetupError(f"pool {Path(path).name} has no column(s) {missing}; its columns are {list(frame.columns)}; "
-                         f"fix the spec's space.column(s) or lab.oracle_column{delimiter_hint(frame.columns)}")
+                         "fix the spec's space.column(s) or lab.oracle_column"
+                         f"{missing_column_hint(missing, frame.columns)}")
     if kind == "conditions":
         space = _space_from_frame(frame, wanted)
         raw_items = frame[wanted].to_dict("records")

@@ -51,10 +51,10 @@ from orchestrator.space.checks import (
     RowProblem,
     check_csv_shape,
     csv_header,
-    delimiter_hint,
     empty_fields,
     enforce_policy,
     iter_csv_records,
+    missing_column_hint,
     numeric_column,
     wide_row_problem,
 )
@@ -141,7 +141,7 @@ def _wanted(path: Path, kind: CandidateKind, column: str | None, columns: list[s
     missing = [name for name in wanted if name not in header]
     if missing:
         raise SetupError(f"pool {path.name} has no column(s) {missing}; its columns are {header}"
-                         f"{delimiter_hint(header)}")
+                         f"{missing_column_hint(missing, header)}")
     return wanted
 
 

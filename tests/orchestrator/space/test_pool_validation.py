@@ -230,3 +230,22 @@ def test_a_semicolon_separated_pool_is_named_as_such(tmp_path):
     spec = pool_spec(tmp_path, "smiles;y\nCCO;1\nCCC;2\n")
     with pytest.raises(SetupError, match="holding ';': save the file comma-separated"):
         load_pool(spec)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_column_spelt_another_way_is_named_in_the_error(tmp_path, stream):
+    """'SMILES' in the file and 'smiles' in the spec: the error names the column the user most likely meant."""
+    text = "SMILES,T,Yield (%)\nCCO,20,1\nCCC,40,2\n"
+    spec = pool_spec(tmp_path, text, kind="conditions", column=None, columns=["smiles", "T"], stream=stream)
+    with pytest.raises(SetupError, match=r"no column\(s\) \['smiles', 'y'\].*; did you mean 'SMILES' for 'smiles'\?$"):
+        load_pool(spec)
+
+
+def test_a_bench_objective_spelt_another_way_is_named_in_the_error(tmp_path):
+    from orchestrator.bench import BenchConfig, BenchError, load_problem
+
+    (tmp_path / "pool.csv").write_text("smiles,Measured logS\nCCO,1\nCCC,2\nCCCC,3\n")
+    config = BenchConfig(pool=str(tmp_path / "pool.csv"), id_cols=("smiles",), objective="maximize:measured_logs",
+                         lab_budget=2, seeds=1, arms=("random",), batch=1)
+    with pytest.raises(BenchError, match=r"did you mean 'Measured logS' for 'measured_logs'\?"):
+        load_problem(config, tmp_path / "work")
