@@ -12,8 +12,8 @@ a computed rung's values go into the event, so resume and replay never recompute
 
 Example:
     >>> view = LadderView(values={"cheap": np.array([1.0, np.nan])}, cost_s={"cheap": 0.5})
-    >>> view.cheapest, view.n_known("cheap")
-    ('cheap', 1)
+    >>> view.cheapest, view.dearest, view.n_known("cheap")
+    ('cheap', 'cheap', 1)
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ class LadderView:
     @property
     def cheapest(self) -> str | None:
         return next(iter(self.values), None)
+
+    @property
+    def dearest(self) -> str | None:
+        """The surveyed rung of highest fidelity, by the ladder's premise that a dearer rung is the truer one: what to
+        trust before the lab has said which rung tracks it."""
+        return next(reversed(self.values), None)
 
     def n_known(self, rung: str) -> int:
         return int(np.isfinite(self.values[rung]).sum())

@@ -231,7 +231,7 @@ class BOPlanner:
     """Proposes the batch that maximises log expected improvement, treating pending jobs as fantasies.
 
     Until the surrogate has been fitted (``n_initial`` lab results), it proposes an initial design: random, or led by
-    the cheapest surveyed rung (``cold_start_count``).
+    the dearest (highest-fidelity) surveyed rung (``cold_start_count``).
 
     With a target objective and the lab values in the context (``PlanningContext.values``), it models the values
     (``models_values``) and ranks by the expected improvement of the folded utility.
@@ -251,7 +251,7 @@ class BOPlanner:
     def __init__(self, prior_mean: PriorMean | None = None, *, uses_ladder: bool = True):
         self.prior_mean = prior_mean
         self.uses_ladder = uses_ladder
-        """Plan with the surveyed rungs (cold start by the cheapest rung, calibrated rung as prior mean); the
+        """Plan with the surveyed rungs (cold start by the dearest rung, calibrated rung as prior mean); the
         ``bo-sf`` arm is the same planner without them."""
 
     def prior(self, context: PlanningContext) -> np.ndarray | None:
@@ -288,17 +288,17 @@ class BOPlanner:
         return -np.abs(prior - float(context.spec.objective.target))
 
     def _cold_start_utility(self, context: PlanningContext) -> np.ndarray | None:
-        """Utility per pool row that steers the initial design: the given prior, else the cheapest surveyed rung
-        read as it stands (before any lab result it cannot be calibrated), else None (a random design)."""
+        """Utility per pool row that steers the initial design: the given prior, else the dearest (highest-fidelity)
+        surveyed rung read as it stands (before any lab result it cannot be calibrated), else None (a random design)."""
         if self.prior_mean is not None:
             prior = self.prior_mean(context)
             return None if prior is None else self._prior_utility(context, prior)
         ladder = getattr(context, "ladder", None)
-        if not self.uses_ladder or ladder is None or ladder.cheapest is None:
+        if not self.uses_ladder or ladder is None or ladder.dearest is None:
             return None
         from orchestrator.policy.planners.ladder_prior import prior_rows
 
-        uncalibrated = {"rung": ladder.cheapest, "intercept": 0.0, "slope": 1.0, "fill": float("nan")}
+        uncalibrated = {"rung": ladder.dearest, "intercept": 0.0, "slope": 1.0, "fill": float("nan")}
         utility = prior_rows(uncalibrated, ladder.values, context.spec, fitted_on="utility")
         return np.where(np.isfinite(utility), utility, -np.inf)  # a failed rung: measured last
 

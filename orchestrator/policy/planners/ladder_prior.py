@@ -6,11 +6,12 @@ linear calibration as the scale factor): the GP models the lab's residual from `
 Which rung, decided when the surrogate is fitted (``choose_prior``) and recorded in its state, so every reader of
 that state (the planners, the screen's beliefs, the llm arm's tools) conditions on the same prior:
 
-- with fewer than ``screening.min_pairs`` lab results, the cheapest surveyed rung (a proxy rung reports the lab's
-  property in its unit): escalation's optimistic prior, corrected by every pair as it arrives;
+- with fewer than ``screening.min_pairs`` lab results, the dearest surveyed rung (the ladder's premise: a dearer
+  rung is the higher fidelity; a proxy rung reports the lab's property in its unit): escalation's optimistic prior,
+  corrected by every pair as it arrives;
 - afterwards, among the rungs that are informative (``RungCalibration.is_informative``: ρ ≥
   ``screening.min_informativeness`` and significant), the one with the largest ρ; with none proved yet, the
-  cheapest rung that the pairs have not ruled out, as before (``is_calibrated`` False);
+  dearest rung that the pairs have not ruled out (``is_calibrated`` False);
 - every rung ruled out: no prior, and the planner is plain BO on the lab data.
 
 Calibrations are value on value (a target window's fold stays out of the fit), shrunk towards the identity
@@ -98,8 +99,8 @@ def _chosen_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.nda
                                             spread=float(np.std(finite)) if len(finite) > 1 else 1.0,
                                             centre=float(np.mean(finite)) if len(finite) else 0.0)
     numbers = {name: c.as_numbers() for name, c in calibrations.items()}
-    if len(observed) < screening.min_pairs:
-        name = next(iter(rung_values))
+    if len(observed) < screening.min_pairs:  # too few pairs to judge: the highest-fidelity rung, as it stands
+        name = next(reversed(rung_values))
         first = calibrations[name]
         return {"rung": name, "intercept": first.intercept, "slope": first.slope, "fill": _fill(rung_values[name]),
                 "is_calibrated": False, "evidence": _evidence(rung_values[name], observed, lab_values),
@@ -115,7 +116,7 @@ def _chosen_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.nda
         undecided = [name for name, verdict in verdicts.items() if verdict is None]
         if not undecided:
             return None
-        name, is_calibrated = undecided[0], False  # the cheapest rung not yet ruled out keeps its optimistic prior
+        name, is_calibrated = undecided[-1], False  # the dearest rung not yet ruled out keeps its optimistic prior
     chosen = calibrations[name]
     return {"rung": name, "intercept": chosen.intercept, "slope": chosen.slope, "fill": _fill(rung_values[name]),
             "is_calibrated": is_calibrated, "evidence": _evidence(rung_values[name], observed, lab_values),

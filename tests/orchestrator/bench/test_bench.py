@@ -134,6 +134,25 @@ def test_a_perfect_rung_makes_bo_start_from_the_rungs_best_and_bo_sf_ignores_it(
     assert single.order[0] != best and single.rung_cost_s == 0 and single.n_rung_evaluations == 0
 
 
+def test_with_two_rungs_the_cold_start_and_first_prior_trust_the_dearer(tiny_categorical_pool, tmp_path):
+    """Before the lab has said which rung tracks it, the ladder's premise decides: the dearer rung is the higher
+    fidelity. A cheap noise column listed first does not steer the first batch; cheap-first keeps its name's rung."""
+    from orchestrator.policy.planners.ladder_prior import choose_prior
+
+    config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective="maximize:y",
+                         rungs=(parse_rung("rough=noise:1"), parse_rung("fine=perfect:50")), lab_budget=5, seeds=1,
+                         arms=("bo",), batch=5)
+    problem = _problem(config, tmp_path)
+    top5 = set(np.argsort(-problem.values)[:5].tolist())
+    assert set(run_arm(problem, "bo", 0).order) == top5
+    by_noise = np.argsort(-np.asarray(problem.pool.columns["noise"]))[:5].tolist()
+    assert set(run_arm(problem, "cheap-first", 0).order) == set(by_noise)
+    rungs = {"rough": np.asarray(problem.pool.columns["noise"]), "fine": np.asarray(problem.pool.columns["perfect"])}
+    observed = np.array([0, 1])  # fewer pairs than screening.min_pairs: nothing to judge the rungs by yet
+    prior = choose_prior(rungs, observed, problem.values[observed], problem.spec)
+    assert prior["rung"] == "fine" and not prior["is_calibrated"]
+
+
 def test_the_cold_start_follows_the_rung_wholly_to_maximise_and_by_half_for_a_target(tiny_categorical_pool, tmp_path):
     for objective, n_by_rung in (("maximize:y", 5), ("target:y:1.0:0.2", 3)):
         config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective=objective,
