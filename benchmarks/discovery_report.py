@@ -65,9 +65,16 @@ def dataset_table(report: dict) -> list[str]:
     sources = report.get("arm_sources", {})
     if sources:
         lines.append("")
-        lines.append("Run separately and merged: " + "; ".join(
-            f"{arm} at commit {src.get('code_commit', '?')} ({_when(src.get('date'))} UTC)"
-            for arm, src in sorted(sources.items())) + f". The other arms ran together ({_when(report.get('date'))} UTC).")
+        others = [arm for arm in report["arms"] if arm not in sources]
+        commits = {src.get("code_commit", "?") for src in sources.values()}
+        if not others and len(commits) == 1:
+            first = min(_when(src.get("date")) for src in sources.values())
+            lines.append(f"Every arm at commit {commits.pop()} (from {first} UTC).")
+        else:
+            lines.append("Run separately and merged: " + "; ".join(
+                f"{arm} at commit {src.get('code_commit', '?')} ({_when(src.get('date'))} UTC)"
+                for arm, src in sorted(sources.items())) + "."
+                + (f" The other arms ran together ({_when(report.get('date'))} UTC)." if others else ""))
     return lines
 
 
