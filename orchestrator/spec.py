@@ -32,12 +32,8 @@ from pydantic import (
     model_validator,
 )
 
-from vocabulary.domain import (
-    CandidateKind,
-    SetupError,
-    normalised_direction,
-    objective_utility,
-)
+from vocabulary.directions import normalised_direction
+from vocabulary.domain import CandidateKind, SetupError, objective_utility
 
 __all__ = [
     "ApprovalSpec",
@@ -91,7 +87,7 @@ class ObjectiveSpec(_Spec):
     @field_validator("direction", mode="before")
     @classmethod
     def _spelling(cls, value: Any) -> Any:
-        """"maximise", "Min" and the like mean what they say (``domain.DIRECTION_SPELLINGS``)."""
+        """"maximise", "Min" and the like mean what they say (``vocabulary.directions``)."""
         return normalised_direction(value)
 
     @model_validator(mode="after")

@@ -29,7 +29,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
-    "DIRECTION_SPELLINGS",
     "Candidate",
     "CandidateKind",
     "ClosedLoopError",
@@ -42,7 +41,6 @@ __all__ = [
     "Molecule",
     "Observation",
     "Parameter",
-    "normalised_direction",
     "Proposal",
     "SetupError",
     "SimulationFailed",
@@ -460,21 +458,6 @@ def featurise(candidates: Sequence[Molecule | Material | Conditions], space: Con
 
 
 # --------------------------------------------------------------------------------------------------- objective
-DIRECTION_SPELLINGS = {"maximize": "maximize", "maximise": "maximize", "max": "maximize",
-                       "minimize": "minimize", "minimise": "minimize", "min": "minimize", "target": "target"}
-"""How an objective's direction may be written (any case, British or American spelling, or abbreviated)."""
-
-
-def normalised_direction(text: object) -> object:
-    """The direction ``text`` means ("maximize", "minimize" or "target"), or ``text`` as given when it means none.
-
-    Example:
-        >>> normalised_direction("Maximise"), normalised_direction("min"), normalised_direction("upward")
-        ('maximize', 'minimize', 'upward')
-    """
-    return DIRECTION_SPELLINGS.get(text.strip().lower(), text) if isinstance(text, str) else text
-
-
 def objective_utility(direction: str, value: float, target: float | None = None) -> float:
     """Utility of a measured value: higher is better whatever the direction (``-|value - target|`` for a target).
 

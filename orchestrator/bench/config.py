@@ -17,7 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vocabulary.domain import SetupError, normalised_direction
+from vocabulary.directions import normalised_direction
+from vocabulary.domain import SetupError
 
 __all__ = ["ARM_NAMES", "BenchConfig", "BenchError", "RungColumn", "parse_objective", "parse_rung"]
 
@@ -50,7 +51,7 @@ class RungColumn(BaseModel):
 def parse_objective(text: str) -> tuple[Direction, str, float | None, float | None]:
     """``maximize:COL``, ``minimize:COL`` or ``target:COL:VALUE:TOL`` as (direction, column, target, tolerance).
 
-    The direction may be written in any case, as "maximise" / "minimise", or as "max" / "min" (``domain.DIRECTION_SPELLINGS``).
+    The direction may be written in any case, as "maximise" / "minimise", or as "max" / "min" (``vocabulary.directions``).
 
     Example:
         >>> parse_objective("Maximise:yield (%)"), parse_objective("target:gap:1.4:0.1")
