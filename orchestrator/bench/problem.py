@@ -6,7 +6,7 @@ Two ways to get one:
   ``lab.oracle``) defines the top sets.
 - ``--pool CSV``: the spec is built (``pool_spec``). An empty id value is a category of its own, ``none`` (no
   additive, no ligand). Rows with the same id values (replicates; SMILES compared as molecules, by RDKit's
-  canonical SMILES) are merged and their numeric columns averaged (the PV-Lab protocol; a warning counts the
+  canonical SMILES, and formulas as compositions, ``canonical_ids``) are merged and their numeric columns averaged (the PV-Lab protocol; a warning counts the
   groups); rows without a finite lab value are left out, and a warning lists their lines. A number column with a few
   text cells ('n/a', a typo) reads them as empty; one in which more than one filled cell in ten is text is refused. The merged table is written to the run's work directory and the spec points at it. The
   candidates are ``Conditions`` over the id columns, featurised by what each column holds (``[space] features =
@@ -233,20 +233,44 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
 
 
 def canonical_ids(frame: pd.DataFrame, id_cols: list[str]) -> pd.DataFrame:
-    """A copy of ``frame`` whose SMILES id columns hold RDKit's canonical SMILES, so that two spellings of one
-    molecule group as one candidate (as a campaign's pool merges them by InChIKey).
+    """A copy of ``frame`` in which two spellings of one molecule or one composition group as one candidate (as a
+    campaign's pool merges them): SMILES id columns hold RDKit's canonical SMILES; in formula id columns each
+    spelling becomes the first one written of the same composition (pymatgen's element order; amounts are not
+    reduced, so 'Fe4O6' stays apart from 'Fe2O3').
 
     Example:
         >>> canonical_ids(pd.DataFrame({"s": ["OCC", "CCO", "C1=CC=CC=C1"], "y": [1, 2, 3]}), ["s"])["s"].tolist()
         ['CCO', 'CCO', 'c1ccccc1']
+        >>> frame = pd.DataFrame({"f": ["Fe2O3", "NaCl", "O3Fe2", "Fe4O6", "ClNa"]})
+        >>> canonical_ids(frame, ["f"])["f"].tolist()
+        ['Fe2O3', 'NaCl', 'Fe2O3', 'Fe4O6', 'NaCl']
     """
     from orchestrator.space.features import column_kind
 
     frame = frame.copy()
     for key in id_cols:
-        if not pd.api.types.is_numeric_dtype(frame[key]) and column_kind(frame[key]) == "smiles":
+        if pd.api.types.is_numeric_dtype(frame[key]):
+            continue
+        kind = column_kind(frame[key])
+        if kind == "smiles":
             frame[key] = frame[key].map({v: _canonical_smiles(v) for v in pd.unique(frame[key])})
+        elif kind == "formula":
+            first: dict[object, object] = {}
+            spelling = {v: first.setdefault(_composition_key(v), v) for v in pd.unique(frame[key])}
+            frame[key] = frame[key].map(spelling)
     return frame
+
+
+def _composition_key(value: object) -> object:
+    """pymatgen's formula of a cell (element order fixed, amounts as written); a value that does not parse as it is."""
+    from vocabulary.domain import InvalidCandidate, Material
+
+    if not isinstance(value, str) or value == NO_COMPONENT:
+        return value
+    try:
+        return Material.parse(value).formula
+    except InvalidCandidate:
+        return value
 
 
 def _canonical_smiles(value: object) -> object:

@@ -112,3 +112,14 @@ def test_two_spellings_of_one_molecule_are_replicates(tmp_path, caplog):
     assert len(problem) == 7 and problem.n_averaged == 2
     by_ligand = {c.values["ligand"]: v for c, v in zip(problem.pool.candidates, problem.values)}
     assert by_ligand["CCO"] == 2.0 and by_ligand["c1ccccc1"] == 5.0, "averaged under RDKit's canonical SMILES"
+
+
+def test_two_spellings_of_one_composition_are_replicates(tmp_path):
+    """'O3Fe2' is 'Fe2O3' (one candidate, shown as first written); 'Fe4O6' is a formula unit of its own."""
+    frame = pd.DataFrame({"base": ["dbu"] * 6, "ligand": ["Fe2O3", "NaCl", "O3Fe2", "Fe4O6", "ClNa", "KBr"],
+                          "y": [1.0, 2.0, 3.0, 4.0, 6.0, 7.0]})
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    problem = load_problem(_config(path), tmp_path / "work")
+    by_formula = {c.values["ligand"]: v for c, v in zip(problem.pool.candidates, problem.values)}
+    assert by_formula == {"Fe2O3": 2.0, "NaCl": 4.0, "Fe4O6": 4.0, "KBr": 7.0} and problem.n_averaged == 2
