@@ -27,7 +27,12 @@ import numpy as np
 
 from orchestrator.bench.config import BenchConfig
 from orchestrator.bench.problem import load_problem
-from orchestrator.policy.planners import BOPlanner, PlanningContext, fit_surrogate_state
+from orchestrator.policy.planners import (
+    BOPlanner,
+    PlanningContext,
+    campaign_kernel,
+    fit_surrogate_state,
+)
 from orchestrator.policy.planners.llm import LLMPlanner
 from orchestrator.policy.planners.llm_prompt import ProposalBatch
 from orchestrator.policy.planners.llm_recording import InMemoryLLMRecorder
@@ -52,7 +57,7 @@ def planning_context(problem, *, n_observed: int, seed: int):
     observed = [int(i) for i in rng.choice(len(problem), size=n_observed, replace=False)]
     state = None
     if n_observed >= 2:
-        state = fit_surrogate_state(problem.pool.features[observed], problem.utilities[observed], kernel=problem.spec.planner.kernel,
+        state = fit_surrogate_state(problem.pool.features[observed], problem.utilities[observed], kernel=campaign_kernel(problem.spec, problem.pool),
                                     seed=seed)
     is_tested = np.zeros(len(problem), dtype=bool)
     is_tested[observed] = True

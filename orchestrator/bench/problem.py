@@ -285,13 +285,6 @@ def _canonical_smiles(value: object) -> object:
         return value
 
 
-def _kernel(merged: pd.DataFrame, id_cols: tuple[str, ...]) -> str:
-    """Tanimoto when every feature is a bit (fingerprints and one-hot codes), Matérn-5/2 otherwise."""
-    from orchestrator.space.features import featurise_columns
-
-    return "tanimoto" if featurise_columns(merged.head(2000), list(id_cols))[1] else "matern52"
-
-
 def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, int, int]:
     """The campaign spec of a ``--pool`` benchmark, with its merged pool written into ``workdir``.
 
@@ -325,7 +318,7 @@ def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, in
                 "max_pending": config.batch},
         "budget": {"lab_experiments": config.lab_budget},
         "planner": {"main": "bo", "control": None, "control_share": 0.0, "batch_size": config.batch,
-                    "n_initial": config.batch, "kernel": _kernel(merged, config.id_cols), "proposals_per_slot": 1},
+                    "n_initial": config.batch, "kernel": "auto", "proposals_per_slot": 1},
     }, source="closedloop bench --pool")
     return spec, len(frame), n_dropped, n_averaged
 

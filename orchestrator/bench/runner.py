@@ -33,6 +33,7 @@ from orchestrator.bench.metrics import (
     summarise,
 )
 from orchestrator.bench.problem import BenchProblem, load_problem
+from orchestrator.policy.planners.bo import campaign_kernel
 from orchestrator.spec import CampaignSpec, validate_spec
 from vocabulary.events import batch_records
 
@@ -164,7 +165,7 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
         "n_csv_rows": problem.n_rows,
         "n_rows_without_value": problem.n_dropped,
         "n_replicate_groups_averaged": problem.n_averaged,
-        "kernel": problem.spec.planner.kernel,
+        "kernel": campaign_kernel(problem.spec, problem.pool),
         "n_features": int(problem.pool.features.shape[1]),
         "config": c.model_dump(mode="json"),
         "machine": {"cpu": platform.processor() or platform.machine(), "n_cpu": os.cpu_count(),

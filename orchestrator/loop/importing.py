@@ -140,7 +140,7 @@ def _warm_surrogate(spec: CampaignSpec, pool: Pool, rows: list) -> SurrogateUpda
     """The surrogate fitted on the imported results, so the first planning round already uses it."""
     import numpy as np
 
-    from orchestrator.policy.planners import campaign_surrogate_state
+    from orchestrator.policy.planners import campaign_kernel, campaign_surrogate_state
     from orchestrator.seeding import derive_seed
 
     arms = {spec.planner.main, spec.planner.control}
@@ -148,7 +148,8 @@ def _warm_surrogate(spec: CampaignSpec, pool: Pool, rows: list) -> SurrogateUpda
         return None
     X = pool.features[[pool.index[candidate.id] for _, candidate, _ in rows]]
     values = np.asarray([value for _, _, value in rows], dtype=float)
-    hyperparameters = campaign_surrogate_state(spec, X, values, seed=derive_seed(spec.campaign.seed, -1, "learn"))
+    hyperparameters = campaign_surrogate_state(spec, X, values, kernel=campaign_kernel(spec, pool),
+                                               seed=derive_seed(spec.campaign.seed, -1, "learn"))
     incumbent = max(spec.objective.utility(value) for value in values)
     return SurrogateUpdated(iteration=-1, model=f"pyro-gp:{hyperparameters['kernel']}:refit", n_train=len(rows),
                             hyperparameters=hyperparameters, incumbent=float(incumbent))

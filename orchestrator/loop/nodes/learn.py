@@ -20,7 +20,7 @@ from orchestrator.loop.context import CampaignContext
 from orchestrator.loop.history import lab_history
 from orchestrator.loop.state import CampaignState
 from orchestrator.loop.summary import arm_comparison, comparison_ceiling
-from orchestrator.policy.planners import campaign_surrogate_state
+from orchestrator.policy.planners import campaign_kernel, campaign_surrogate_state
 from orchestrator.seeding import derive_seed
 from vocabulary.events import (
     ArmsCompared,
@@ -75,7 +75,7 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         model = fitted[-1]["model"].replace("refit", "kept")
     elif _fits_surrogate(ctx) and n_train >= 2:
         hyperparameters = campaign_surrogate_state(ctx.spec, (ctx.pool.features if features is None else features)[rows],
-                                                   values, prior=prior,
+                                                   values, kernel=campaign_kernel(ctx.spec, ctx.pool), prior=prior,
                                                    prior_train=prior_train,
                                                    seed=derive_seed(ctx.seed, iteration, "learn"))
         model = f"pyro-gp:{hyperparameters['kernel']}:refit"
@@ -119,7 +119,7 @@ def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
     and a rung was surveyed (``planners.ladder_prior``): a ``mean`` prior has no extra input (None), a ``feature``
     prior no mean (None); (None, None, None) without a prior."""
     from orchestrator.loop.ladder_view import ladder_view
-    from orchestrator.policy.planners.bo import choose_kernel, surrogate_fits_values
+    from orchestrator.policy.planners.bo import surrogate_fits_values
     from orchestrator.policy.planners.ladder_prior import (
         choose_prior,
         prior_form,
@@ -130,7 +130,7 @@ def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
     view = ladder_view(ctx)
     if view is None or not getattr(ctx.planners[ctx.spec.planner.main], "uses_ladder", False):
         return None, None, None
-    kernel = choose_kernel(ctx.spec.campaign.kind, ctx.spec.planner.kernel)
+    kernel = campaign_kernel(ctx.spec, ctx.pool)
     prior = choose_prior(view.values, rows, values, ctx.spec, form=prior_form(kernel, ctx.pool.features))
     if prior is not None and prior.get("form") == "feature":
         return prior, None, surrogate_features(ctx.pool.features, prior, view.values)

@@ -19,6 +19,7 @@ from orchestrator.planner_registry import (
 from orchestrator.policy.planners.base import Planner, PlanningContext
 from orchestrator.policy.planners.bo import (
     BOPlanner,
+    campaign_kernel,
     campaign_surrogate_state,
     choose_kernel,
     fit_surrogate_state,
@@ -33,6 +34,7 @@ __all__ = [
     "PlannerFactory",
     "PlanningContext",
     "RandomPlanner",
+    "campaign_kernel",
     "campaign_surrogate_state",
     "choose_kernel",
     "fit_surrogate_state",

@@ -24,7 +24,7 @@ from orchestrator.policy.planners.random_arm import RandomPlanner
 from vocabulary.domain import Proposal
 
 __all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
-           "choose_kernel", "cold_start_count", "fit_surrogate_state", "folded_utility_moments", "has_fitted_surrogate",
+           "campaign_kernel", "choose_kernel", "cold_start_count", "fit_surrogate_state", "folded_utility_moments", "has_fitted_surrogate",
            "rung_share", "rung_slots", "state_features", "state_prior", "surrogate_fits_values", "surrogate_targets"]
 
 
@@ -40,11 +40,30 @@ class PriorMean(Protocol):
         ...
 
 
-def choose_kernel(kind: str, requested: str) -> str:
-    """``auto`` picks Tanimoto for molecular fingerprints and Matérn-5/2 otherwise."""
+def choose_kernel(kind: str, requested: str, features=None) -> str:
+    """The surrogate's kernel: ``requested``, or for ``auto`` Tanimoto on molecular fingerprints and on a feature
+    matrix of 0/1 bits only (a conditions pool's Morgan bits and one-hot codes), Matérn-5/2 otherwise (numbers,
+    compositions, a pool streamed in chunks). ``features`` is the whole pool's matrix: a subset of rows can look
+    like bits when a number column takes only its two extremes there.
+
+    Example:
+        >>> choose_kernel("conditions", "auto", np.array([[0.0, 1.0], [1.0, 0.0]]))
+        'tanimoto'
+        >>> choose_kernel("conditions", "auto", np.array([[0.0, 0.5], [1.0, 0.0]])), choose_kernel("molecule", "auto")
+        ('matern52', 'tanimoto')
+    """
     if requested != "auto":
         return requested
-    return "tanimoto" if kind == "molecule" else "matern52"
+    if kind == "molecule" or (isinstance(features, np.ndarray) and features.size > 0
+                              and bool(np.all((features == 0) | (features == 1)))):
+        return "tanimoto"
+    return "matern52"
+
+
+def campaign_kernel(spec, pool) -> str:
+    """The kernel a campaign's surrogate uses on ``pool`` (``choose_kernel`` on the pool's features): the learn node,
+    an import's warm start and the bench's report all ask here."""
+    return choose_kernel(spec.campaign.kind, spec.planner.kernel, getattr(pool, "features", None))
 
 
 FittedOn = Literal["utility", "value"]
@@ -72,20 +91,21 @@ def surrogate_fits_values(spec) -> bool:
     return spec.objective.direction == "target"
 
 
-def campaign_surrogate_state(spec, X: np.ndarray, values: np.ndarray, *, seed: int,
+def campaign_surrogate_state(spec, X: np.ndarray, values: np.ndarray, *, seed: int, kernel: str | None = None,
                              prior: dict[str, Any] | None = None, prior_train: np.ndarray | None = None) -> dict[str, Any]:
     """The campaign's surrogate on lab results (``values`` in the objective's unit): fitted on the values for a
     target objective, on the utilities otherwise (``surrogate_fits_values``).
 
     With a ladder ``prior`` (``ladder_prior.choose_prior``) and its value at the training rows (``prior_train``, in
-    the unit fitted on), the GP is fitted on the residuals and the prior is recorded in the state.
+    the unit fitted on), the GP is fitted on the residuals and the prior is recorded in the state. ``kernel``: the
+    campaign's (``campaign_kernel``, judged on the whole pool); None judges ``X`` alone.
     """
+    kernel = kernel or choose_kernel(spec.campaign.kind, spec.planner.kernel, X)
     values = np.asarray(values, dtype=float)
     fits_values = surrogate_fits_values(spec)
     y = values if fits_values else np.asarray([spec.objective.utility(v) for v in values], dtype=float)
     if prior is not None and prior_train is not None:
         y = y - np.asarray(prior_train, dtype=float)
-    kernel = choose_kernel(spec.campaign.kind, spec.planner.kernel)
     state = fit_surrogate_state(X, y, kernel=kernel, seed=seed, fitted_on="value" if fits_values else "utility")
     return {**state, "prior": prior} if prior is not None else state
 

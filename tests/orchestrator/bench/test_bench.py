@@ -21,6 +21,7 @@ from orchestrator.bench import (
 )
 from orchestrator.interfaces.cli import app
 from orchestrator.loop.summary import measured_order
+from orchestrator.policy.planners.bo import campaign_kernel
 
 runner = CliRunner()
 
@@ -109,7 +110,7 @@ def test_each_run_is_a_campaign_with_its_ledger_events(tiny_categorical_pool, tm
     config = BenchConfig(pool=str(tiny_categorical_pool), id_cols=("a", "b"), objective="maximize:y",
                          rungs=(parse_rung("cheap=perfect:2"),), lab_budget=10, seeds=1, arms=("bo",), batch=5)
     problem = _problem(config, tmp_path)
-    assert problem.spec.planner.kernel == "tanimoto" and problem.spec.space.features == "columns"
+    assert campaign_kernel(problem.spec, problem.pool) == "tanimoto" and problem.spec.space.features == "columns"
     spec = arm_spec(problem.spec, "bo", 0)
     assert spec.planner.main == "bo" and spec.planner.control is None
     with Campaign.start(spec, db=":memory:", campaign_id="c") as campaign:
@@ -270,7 +271,7 @@ def test_on_descriptors_the_rung_is_a_gp_input_that_every_reader_rebuilds(tiny_p
     config = BenchConfig(pool=str(tiny_pool), id_cols=("a", "b"), objective="target:y:1.0:0.2",
                          rungs=(parse_rung("cheap=perfect:2"),), lab_budget=20, seeds=1, arms=("bo",), batch=5)
     problem = _problem(config, tmp_path)
-    assert problem.spec.planner.kernel == "matern52"
+    assert campaign_kernel(problem.spec, problem.pool) == "matern52"
     with Campaign.start(arm_spec(problem.spec, "bo", 0), db=":memory:", campaign_id="d") as campaign:
         campaign.run()
         states = [e.payload["hyperparameters"] for e in campaign.ledger.events("d", types=["SurrogateUpdated"])

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.bench import BenchConfig, load_problem, parse_rung
+from orchestrator.policy.planners.bo import campaign_kernel
 
 LIGANDS = ["CC(C)P(C(C)C)C(C)C", "c1ccc(P(c2ccccc2)c2ccccc2)cc1", "CP(C)C"]
 
@@ -31,7 +32,7 @@ def test_an_empty_id_value_is_a_category_of_its_own(tmp_path, caplog):
     assert {"base": "none", "ligand": "none"} in values and sum(v["ligand"] == "none" for v in values) == 3
     features = problem.pool.features
     assert features.shape[0] == 8 and np.isfinite(features).all()
-    assert problem.spec.planner.kernel == "tanimoto", "the ligand column stays fingerprints, 'none' all zeros"
+    assert campaign_kernel(problem.spec, problem.pool) == "tanimoto", "the ligand column stays fingerprints, 'none' all zeros"
     assert "left out" not in caplog.text
 
 
@@ -60,7 +61,7 @@ def test_a_smiles_typo_leaves_its_row_out_and_the_column_fingerprints(tmp_path, 
         problem = load_problem(_config(path), tmp_path / "work")
     assert len(problem) == 10 and problem.n_dropped == 1
     assert "left out 1 row(s) without a valid smiles in 'ligand': lines 12" in caplog.text
-    assert problem.spec.planner.kernel == "tanimoto" and problem.pool.features.shape[1] > 12, \
+    assert campaign_kernel(problem.spec, problem.pool) == "tanimoto" and problem.pool.features.shape[1] > 12, \
         "Morgan bits for the ligands (and one-hot bases), not eleven one-hot names"
 
 
