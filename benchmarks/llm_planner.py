@@ -31,6 +31,7 @@ from orchestrator.policy.planners import (
     BOPlanner,
     PlanningContext,
     campaign_kernel,
+    continuous_columns,
     fit_surrogate_state,
 )
 from orchestrator.policy.planners.llm import LLMPlanner
@@ -57,8 +58,10 @@ def planning_context(problem, *, n_observed: int, seed: int):
     observed = [int(i) for i in rng.choice(len(problem), size=n_observed, replace=False)]
     state = None
     if n_observed >= 2:
-        state = fit_surrogate_state(problem.pool.features[observed], problem.utilities[observed], kernel=campaign_kernel(problem.spec, problem.pool),
-                                    seed=seed)
+        kernel = campaign_kernel(problem.spec, problem.pool)
+        continuous = continuous_columns(problem.pool.feature_kinds) if kernel == "tanimoto_matern52" else None
+        state = fit_surrogate_state(problem.pool.features[observed], problem.utilities[observed], kernel=kernel,
+                                    seed=seed, continuous=continuous)
     is_tested = np.zeros(len(problem), dtype=bool)
     is_tested[observed] = True
     spec = problem.spec.with_overrides(seed=seed)

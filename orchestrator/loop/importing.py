@@ -149,6 +149,7 @@ def _warm_surrogate(spec: CampaignSpec, pool: Pool, rows: list) -> SurrogateUpda
     X = pool.features[[pool.index[candidate.id] for _, candidate, _ in rows]]
     values = np.asarray([value for _, _, value in rows], dtype=float)
     hyperparameters = campaign_surrogate_state(spec, X, values, kernel=campaign_kernel(spec, pool),
+                                               feature_kinds=getattr(pool, "feature_kinds", None),
                                                seed=derive_seed(spec.campaign.seed, -1, "learn"))
     incumbent = max(spec.objective.utility(value) for value in values)
     return SurrogateUpdated(iteration=-1, model=f"pyro-gp:{hyperparameters['kernel']}:refit", n_train=len(rows),

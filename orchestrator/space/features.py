@@ -13,9 +13,9 @@ Example:
     >>> frame = pd.DataFrame({"smiles": ["CCO", "c1ccccc1", "CCN"], "T": [20.0, 40.0, 60.0], "base": ["a", "b", "a"]})
     >>> [column_kind(frame[c]) for c in frame.columns]
     ['smiles', 'numeric', 'categorical']
-    >>> X, is_binary = featurise_columns(frame, list(frame.columns))
-    >>> X.shape[0], bool(X.min() >= 0 and X.max() <= 1), is_binary
-    (3, True, False)
+    >>> X, kinds = featurise_columns(frame, list(frame.columns))
+    >>> X.shape[0], bool(X.min() >= 0 and X.max() <= 1), sorted(set(kinds))
+    (3, True, ['categorical', 'numeric', 'smiles'])
 """
 
 from __future__ import annotations
@@ -164,19 +164,22 @@ def _encode(series: pd.Series, kind: ColumnKind) -> np.ndarray:
     return np.eye(len(uniques))[codes]
 
 
-def featurise_columns(frame: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray, bool]:
+def featurise_columns(frame: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Features for every row of ``frame`` from ``columns``: shape (n_rows, n_features), values in [0, 1].
 
-    Returns the matrix and whether every feature is a 0/1 bit (fingerprints and one-hot codes only).
+    Returns the matrix and, per feature, the kind of column it comes from (``column_kind``: "smiles" for a
+    fingerprint bit, "categorical" for a one-hot code, "numeric" or "formula" for a scaled number), which is how the
+    surrogate's kernel treats it (``bo.choose_kernel``).
     """
-    blocks = []
+    blocks, kinds = [], []
     for column in columns:
-        block = _encode(frame[column], column_kind(frame[column])).astype(float)
+        kind = column_kind(frame[column])
+        block = _encode(frame[column], kind).astype(float)
         low, high = block.min(axis=0), block.max(axis=0)
         keep = high > low
         blocks.append((block[:, keep] - low[keep]) / (high - low)[keep])
+        kinds += [kind] * int(keep.sum())
     X = np.hstack(blocks) if blocks else np.zeros((len(frame), 0))
     if X.shape[1] == 0:
-        X = np.zeros((len(frame), 1))
-    is_binary = bool(np.all((X == 0) | (X == 1)))
-    return X, is_binary
+        X, kinds = np.zeros((len(frame), 1)), ["numeric"]
+    return X, np.asarray(kinds, dtype=object)

@@ -73,6 +73,9 @@ class Pool:
     """Rows left out under ``[space] on_bad_rows = "skip"``, each as "line 7: what is wrong"."""
     seed_size: int | None = None
     """Open spaces: how many candidates the seed library had (the rest were generated); None for a fixed pool."""
+    feature_kinds: np.ndarray | None = None
+    """Per feature, the kind of column it encodes (``features.featurise_columns``); None when the pool is not
+    featurised by column (molecules, materials, parameter encodings)."""
 
     def __post_init__(self) -> None:
         self.ids = [c.id for c in self.candidates]
@@ -99,7 +102,7 @@ class Pool:
     def copy(self) -> Pool:
         """An independent pool with the same candidates (what an open space grows from)."""
         return Pool(self.kind, list(self.candidates), {k: v.copy() for k, v in self.columns.items()}, self.space,
-                    list(self.skipped_rows), self.seed_size or len(self.candidates))
+                    list(self.skipped_rows), self.seed_size or len(self.candidates), self.feature_kinds)
 
     def truncate(self, n: int) -> None:
         """Keep only the first ``n`` candidates (undo an open space's unrecorded growth); never below the seeds.
@@ -329,7 +332,7 @@ def load_pool(spec: CampaignSpec) -> Pool:
         from orchestrator.space.features import featurise_columns
 
         values = pd.DataFrame([c.values for c in pool.candidates])
-        pool.features = featurise_columns(values, list(wanted))[0]  # overrides the cached property
+        pool.features, pool.feature_kinds = featurise_columns(values, list(wanted))  # overrides the cached property
     _CACHE[key] = pool
     return pool
 

@@ -76,6 +76,7 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     elif _fits_surrogate(ctx) and n_train >= 2:
         hyperparameters = campaign_surrogate_state(ctx.spec, (ctx.pool.features if features is None else features)[rows],
                                                    values, kernel=campaign_kernel(ctx.spec, ctx.pool), prior=prior,
+                                                   feature_kinds=getattr(ctx.pool, "feature_kinds", None),
                                                    prior_train=prior_train,
                                                    seed=derive_seed(ctx.seed, iteration, "learn"))
         model = f"pyro-gp:{hyperparameters['kernel']}:refit"

@@ -22,6 +22,7 @@ from orchestrator.policy.planners.bo import (
     campaign_kernel,
     campaign_surrogate_state,
     choose_kernel,
+    continuous_columns,
     fit_surrogate_state,
     surrogate_targets,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "campaign_kernel",
     "campaign_surrogate_state",
     "choose_kernel",
+    "continuous_columns",
     "fit_surrogate_state",
     "make_planner",
     "planner_names",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from orchestrator.policy.planners.gp_kernels import make_kernel
+from orchestrator.policy.planners.gp_kernels import SCALED_KERNELS, make_kernel
 from vocabulary.domain import SetupError
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _negative_log_marginal_likelihood(torch, model, params: RawParameters, X_t, 
     alpha = torch.cholesky_solve(y_t[:, None], L)
     loss = 0.5 * (y_t[:, None] * alpha).sum() + torch.log(torch.diagonal(L)).sum() + 0.5 * n * math.log(2 * math.pi)
     if priors:
-        loss = loss + _negative_log_prior(torch, params, X_t.size(1))
+        loss = loss + _negative_log_prior(torch, params, getattr(model.kernel, "n_scaled", X_t.size(1)))
     return loss
 
 
@@ -146,8 +146,13 @@ def _train_lbfgs(torch, model, X_t, y_t, jitter: float, n_steps: int, priors: bo
     raw_noise, raw_variance = params.raw("noise"), params.raw("variance")
     raw_lengthscale = params.raw("lengthscale") if "lengthscale" in params else None
     with torch.no_grad():
-        similarity = None if raw_lengthscale is not None else model.kernel.covariance(X_t, None, variance=1.0)
-    inputs = GPLossInputs(X=X_t.numpy(), y=y_t.numpy(), jitter=jitter, noise_floor=NOISE_FLOOR, priors=priors,
+        if hasattr(model.kernel, "split"):  # Tanimoto × Matérn: the bits' similarity is fixed, the numbers scale
+            similarity, X_scaled = model.kernel.similarity(X_t), model.kernel.split(X_t)[1]
+        elif raw_lengthscale is None:
+            similarity, X_scaled = model.kernel.covariance(X_t, None, variance=1.0), X_t
+        else:
+            similarity, X_scaled = None, X_t
+    inputs = GPLossInputs(X=X_scaled.numpy(), y=y_t.numpy(), jitter=jitter, noise_floor=NOISE_FLOOR, priors=priors,
                           similarity=None if similarity is None else similarity.numpy())
     optimizer = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=n_steps, line_search_fn="strong_wolfe",
                                   tolerance_grad=1e-6, tolerance_change=1e-9)
@@ -202,7 +207,8 @@ def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int
         pyro.clear_param_store()
         X_t = torch.as_tensor(X, dtype=torch.float64)
         y_t = torch.as_tensor(y_std, dtype=torch.float64)
-        kernel = make_kernel(init["kernel"], X.shape[1], init["variance"], init.get("lengthscale"))
+        kernel = make_kernel(init["kernel"], X.shape[1], init["variance"], init.get("lengthscale"),
+                             init.get("continuous"))
         model = gp.models.GPRegression(X_t, y_t, kernel, jitter=jitter)
         model.noise = gp.parameterized.PyroParam(
             torch.tensor(init["noise"], dtype=torch.float64), constraints.greater_than(NOISE_FLOOR)
@@ -218,7 +224,7 @@ def _optimise_seeded(torch, pyro, gp, X, y_std, init, *, seed: int, n_steps: int
             continue
         with torch.no_grad():
             fitted = {"variance": float(kernel.variance), "noise": float(model.noise)}
-            if init["kernel"] == "matern52":
+            if init["kernel"] in SCALED_KERNELS:
                 lengthscale = kernel.lengthscale
                 fitted["lengthscale"] = float(lengthscale) if lengthscale.dim() == 0 else lengthscale.tolist()
         if all(math.isfinite(value) and value > 0 for value in np.ravel(list(_flat(fitted)))):

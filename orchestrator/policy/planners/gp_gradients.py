@@ -8,7 +8,8 @@ other for every kernel, with and without priors.
 
 Conventions (pyro's): ``noise = floor + exp(raw_noise)``, ``variance = exp(raw_variance)``,
 ``lengthscale = exp(raw_lengthscale)``; Matérn-5/2 ``k = variance · (1 + s + 5/3 r²) · exp(−s)`` with
-``s = √5 · √(r² + 1e-12)`` and ``r²`` the squared distance over lengthscales; Tanimoto ``k = variance · S``.
+``s = √5 · √(r² + 1e-12)`` and ``r²`` the squared distance over lengthscales; Tanimoto ``k = variance · S``; their
+product ``k = S ⊙ Matérn`` (``X`` then holds the continuous columns only, and ``S`` is the bits' similarity).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ _EPS = 1e-12  # pyro's _torch_sqrt offset
 @dataclass(frozen=True)
 class GPLossInputs:
     """What the loss needs besides the parameters. ``X`` (n_points, n_features); ``y`` standardised, (n_points,);
-    ``similarity`` the Tanimoto matrix (n_points, n_points) or None for Matérn-5/2; ``jitter`` and ``noise_floor`` in
-    standardised y² units."""
+    ``similarity`` the Tanimoto matrix (n_points, n_points), a factor of Matérn-5/2's when lengthscales are given, or
+    None for Matérn-5/2 alone; ``jitter`` and ``noise_floor`` in standardised y² units."""
 
     X: np.ndarray
     y: np.ndarray
@@ -100,6 +101,8 @@ def _loss_and_gradient(inputs: GPLossInputs, raw_noise: float, raw_variance: flo
         sq = np.sum(A * A, axis=1)
         r2 = np.clip(sq[:, None] - 2.0 * (A @ A.T) + sq[None, :], 0.0, None)
         k, dk_dr2 = _matern52(r2, variance)
+        if inputs.similarity is not None:  # Tanimoto × Matérn
+            k, dk_dr2 = k * inputs.similarity, dk_dr2 * inputs.similarity
 
     K = k + (noise + inputs.jitter) * np.eye(n)
     L = np.linalg.cholesky(K)

@@ -1,5 +1,7 @@
 """The GP surrogate's kernels on ``pyro.contrib.gp``: pyro's Matern52 with cached squared distances (one shared
-lengthscale, or one per feature), and a Tanimoto kernel for fingerprints (pyro has none).
+lengthscale, or one per feature), a Tanimoto kernel for fingerprints (pyro has none), and their product for a pool
+of molecules and numbers (Tanimoto on the bits times Matérn-5/2 on the numbers, as GAUCHE and BoTorch's mixed
+models combine kernels over groups of inputs).
 
 The classes are defined on first use (``kernel_classes``), so importing this module does not import torch or pyro.
 """
@@ -13,9 +15,12 @@ from vocabulary.domain import SetupError, import_optional
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["KernelName", "freeze", "kernel_classes", "make_kernel", "require_torch_pyro"]
+__all__ = ["KERNEL_NAMES", "SCALED_KERNELS", "KernelName", "freeze", "kernel_classes", "make_kernel", "require_torch_pyro"]
 
-KernelName = Literal["matern52", "tanimoto"]
+KernelName = Literal["matern52", "tanimoto", "tanimoto_matern52"]
+KERNEL_NAMES = ("matern52", "tanimoto", "tanimoto_matern52")
+"""Kernels with lengthscales: ``matern52`` and ``tanimoto_matern52`` (one per continuous feature)."""
+SCALED_KERNELS = ("matern52", "tanimoto_matern52")
 
 
 def require_torch_pyro() -> tuple[Any, Any, Any]:
@@ -53,6 +58,23 @@ def kernel_classes() -> dict[str, type]:
         if X.dim() == 2 and X.size(1) == kernel.input_dim and kernel.active_dims == list(range(kernel.input_dim)):
             return X
         return gp.kernels.Kernel._slice_input(kernel, X)
+
+    def tanimoto_similarity(A, B=None):
+        B = A if B is None else B
+        if A.size(1) != B.size(1):
+            raise ValueError("Inputs must have the same number of features.")
+        ab = A.matmul(B.t())
+        denominator = (A * A).sum(1, keepdim=True) + (B * B).sum(1, keepdim=True).t() - ab
+        is_empty = denominator <= 0  # two all-zero rows count as identical
+        return torch.where(is_empty, torch.ones_like(ab), ab / torch.where(is_empty, 1.0, denominator))
+
+    def matern52_unit(A, B, lengthscale):
+        """Matérn-5/2 of unit variance, one lengthscale per column."""
+        A = A / lengthscale
+        B = A if B is None else B / lengthscale
+        r2 = ((A * A).sum(1, keepdim=True) - 2 * A.matmul(B.t()) + (B * B).sum(1, keepdim=True).t()).clamp(min=0)
+        sqrt5_r = 5**0.5 * (r2 + 1e-12).sqrt()
+        return (1 + sqrt5_r + (5 / 3) * r2) * torch.exp(-sqrt5_r)
 
     class Matern52(gp.kernels.Matern52):
         """pyro's Matern52 with cached squared distances for a scalar lengthscale, or one lengthscale per feature."""
@@ -115,20 +137,57 @@ def kernel_classes() -> dict[str, type]:
             return variance * cached(self, "_cached_similarity", X, Z, self._similarity)
 
         def _similarity(self, X, Z):
-            A = self._slice_input(X)
-            B = A if Z is None else self._slice_input(Z)
-            if A.size(1) != B.size(1):
-                raise ValueError("Inputs must have the same number of features.")
-            ab = A.matmul(B.t())
-            denominator = (A * A).sum(1, keepdim=True) + (B * B).sum(1, keepdim=True).t() - ab
-            is_empty = denominator <= 0  # two all-zero rows count as identical
-            return torch.where(is_empty, torch.ones_like(ab), ab / torch.where(is_empty, 1.0, denominator))
+            return tanimoto_similarity(self._slice_input(X), None if Z is None else self._slice_input(Z))
 
-    _KERNEL_CLASSES.update(matern52=Matern52, tanimoto=Tanimoto)
+    class TanimotoMatern52(gp.kernels.Kernel):
+        r"""Tanimoto on the bit features times a unit-variance Matérn-5/2 on the continuous ones (one lengthscale
+        each): ``k(x, z) = variance · S(x_bits, z_bits) · M(x_cont, z_cont)``. Two rows are alike only when their
+        molecules are alike and their conditions are near; a product of kernels is a kernel.
+
+        ``continuous``: the column indices that go to the Matérn factor; every other column is a bit.
+        """
+
+        def __init__(self, input_dim: int, continuous: list[int], variance=None, lengthscale=None):
+            super().__init__(input_dim)
+            self.continuous = [int(i) for i in continuous]
+            self.bits = [i for i in range(input_dim) if i not in set(self.continuous)]
+            variance = torch.tensor(1.0) if variance is None else variance
+            lengthscale = torch.ones(len(self.continuous)) if lengthscale is None else lengthscale
+            self.variance = gp.parameterized.PyroParam(variance, constraints.positive)
+            self.lengthscale = gp.parameterized.PyroParam(lengthscale, constraints.positive)
+
+        @property
+        def n_scaled(self) -> int:
+            """How many features have a lengthscale (the prior's dimension)."""
+            return len(self.continuous)
+
+        def split(self, X):
+            """(bit columns, continuous columns) of ``X``."""
+            return X[:, self.bits], X[:, self.continuous]
+
+        def forward(self, X, Z=None, diag=False):
+            if diag:
+                return self.variance.expand(X.size(0))
+            return self.covariance(X, Z, variance=self.variance, lengthscale=self.lengthscale)
+
+        def similarity(self, X, Z=None):
+            """The Tanimoto factor on the bit columns (cached per pair of tensors)."""
+            return cached(self, "_cached_similarity", X, Z, lambda A, B: tanimoto_similarity(
+                self.split(A)[0], None if B is None else self.split(B)[0]))
+
+        def covariance(self, X, Z=None, *, variance, lengthscale):
+            """The kernel with its (constrained) hyperparameters passed in, as ``Matern52.covariance``."""
+            Xc = cached(self, "_cached_continuous_X", X, None, lambda A, _: self.split(A)[1])
+            Zc = None if Z is None else cached(self, "_cached_continuous_Z", Z, None, lambda A, _: self.split(A)[1])
+            return variance * self.similarity(X, Z) * matern52_unit(Xc, Zc, lengthscale)
+
+    _KERNEL_CLASSES.update(matern52=Matern52, tanimoto=Tanimoto, tanimoto_matern52=TanimotoMatern52)
     return _KERNEL_CLASSES
 
 
-def make_kernel(kernel: KernelName, n_features: int, variance: float, lengthscale: float | None):
+def make_kernel(kernel: KernelName, n_features: int, variance: float, lengthscale: float | list[float] | None,
+                continuous: list[int] | None = None):
+    """The kernel module; ``continuous`` (``tanimoto_matern52`` only): the columns of its Matérn factor."""
     torch, _, _ = require_torch_pyro()
     variance_t = torch.tensor(variance, dtype=torch.float64)
     if kernel == "matern52":
@@ -136,7 +195,10 @@ def make_kernel(kernel: KernelName, n_features: int, variance: float, lengthscal
         return kernel_classes()["matern52"](input_dim=n_features, variance=variance_t, lengthscale=lengthscale_t)
     if kernel == "tanimoto":
         return kernel_classes()["tanimoto"](input_dim=n_features, variance=variance_t)
-    raise SetupError(f"{kernel=} is not a known surrogate kernel; use 'matern52' or 'tanimoto'")
+    if kernel == "tanimoto_matern52":
+        return kernel_classes()["tanimoto_matern52"](n_features, list(continuous or []), variance=variance_t,
+                                                     lengthscale=torch.tensor(lengthscale, dtype=torch.float64))
+    raise SetupError(f"{kernel=} is not a known surrogate kernel; use one of {', '.join(KERNEL_NAMES)}")
 
 
 def freeze(module, name: str, value: float) -> None:

@@ -32,6 +32,8 @@ import numpy as np
 
 from orchestrator.policy.planners.gp_fitting import optimise, stable_jitter
 from orchestrator.policy.planners.gp_kernels import (
+    KERNEL_NAMES,
+    SCALED_KERNELS,
     KernelName,
     freeze,
     make_kernel,
@@ -111,9 +113,9 @@ class GPSurrogate:
         h = self._hyperparameters
         X_t = torch.as_tensor(X, dtype=torch.float64)
         y_t = (torch.as_tensor(y, dtype=torch.float64) - h["y_mean"]) / h["y_sd"]
-        kernel = make_kernel(h["kernel"], X.shape[1], h["variance"], h.get("lengthscale"))
+        kernel = make_kernel(h["kernel"], X.shape[1], h["variance"], h.get("lengthscale"), h.get("continuous"))
         freeze(kernel, "variance", h["variance"])
-        if h["kernel"] == "matern52":
+        if h["kernel"] in SCALED_KERNELS:
             freeze(kernel, "lengthscale", h["lengthscale"])
         model = gp.models.GPRegression(X_t, y_t, kernel, noise=torch.tensor(h["noise"], dtype=torch.float64))
         freeze(model, "noise", h["noise"])
@@ -133,6 +135,7 @@ class GPSurrogate:
         optimizer: Literal["adam", "lbfgs"] = "adam",
         ard: bool = False,
         priors: bool = False,
+        continuous: list[int] | None = None,
     ) -> GPSurrogate:
         """Fit hyperparameters by maximising the marginal likelihood and return the posterior.
 
@@ -142,7 +145,8 @@ class GPSurrogate:
         Args:
             X: training features, shape (n_points, n_features).
             y: training targets, shape (n_points,), any units.
-            kernel: ``"matern52"`` or ``"tanimoto"`` (non-negative features).
+            kernel: ``"matern52"``, ``"tanimoto"`` (non-negative features) or ``"tanimoto_matern52"`` (Tanimoto on
+                the bit columns times Matérn-5/2 with one lengthscale per ``continuous`` column).
             seed: seeds torch and pyro (and clears pyro's param store) so that the fit is reproducible; the
                 global random generators of Python, NumPy and torch are restored afterwards.
             n_steps: optimiser iterations on the negative log marginal likelihood (L-BFGS iterations, or Adam
@@ -155,6 +159,7 @@ class GPSurrogate:
                 LogNormal(√2 + ½ log d, √3) on each lengthscale, LogNormal(-4, 1) on the noise, and LogNormal(0, 1)
                 on the kernel variance (standardised y). With many features and few points this keeps the ARD
                 lengthscales from collapsing or running off to infinity.
+            continuous: ``tanimoto_matern52`` only: the columns of the Matérn factor (numbers); the rest are bits.
 
         Raises:
             SetupError: for bad shapes, non-finite values, negative features with ``tanimoto``, or no torch/pyro.
@@ -170,12 +175,12 @@ class GPSurrogate:
         if X.shape[0] == 0:
             raise SetupError("the surrogate needs at least one observation; propose from another arm until then")
         y = _as_targets(y, X.shape[0])
-        if kernel not in ("matern52", "tanimoto"):
-            raise SetupError(f"{kernel=} is not a known surrogate kernel; use 'matern52' or 'tanimoto'")
+        if kernel not in KERNEL_NAMES:
+            raise SetupError(f"{kernel=} is not a known surrogate kernel; use one of {', '.join(KERNEL_NAMES)}")
         if optimizer not in ("lbfgs", "adam"):
             raise SetupError(f"{optimizer=} is not a known optimiser; use 'lbfgs' or 'adam'")
-        if kernel == "tanimoto" and np.any(X < 0):
-            raise SetupError("the tanimoto kernel needs non-negative features (fingerprints); use kernel='matern52'")
+        continuous = _check_continuous(kernel, continuous, X.shape[1])
+        _check_bits(kernel, X, continuous)
 
         y_mean = float(np.mean(y))
         y_sd = float(np.std(y))
@@ -194,6 +199,9 @@ class GPSurrogate:
             hyper["lengthscale"] = _default_lengthscale(X)
             if ard:
                 hyper["lengthscale"] = [hyper["lengthscale"]] * X.shape[1]
+        elif kernel == "tanimoto_matern52":  # one lengthscale per number, always
+            hyper["continuous"] = continuous
+            hyper["lengthscale"] = [_default_lengthscale(X[:, continuous])] * len(continuous)
         if X.shape[0] >= 2 and not is_constant:
             fitted = optimise(torch, pyro, gp, X, (y - y_mean) / hyper["y_sd"], hyper, seed=seed, n_steps=n_steps,
                                optimizer=optimizer, priors=priors)
@@ -230,11 +238,12 @@ class GPSurrogate:
         if X.shape[0] == 0:
             raise SetupError("the surrogate needs at least one observation; propose from another arm until then")
         y = _as_targets(y, X.shape[0])
-        if h["kernel"] == "tanimoto" and np.any(X < 0):
-            raise SetupError("the tanimoto kernel needs non-negative features (fingerprints); use kernel='matern52'")
-        if isinstance(h.get("lengthscale"), list) and len(h["lengthscale"]) != X.shape[1]:
-            raise SetupError(f"the hyperparameters have {len(h['lengthscale'])} lengthscales but X has {X.shape[1]} "
-                             "features; refit the surrogate on these features")
+        continuous = _check_continuous(h["kernel"], h.get("continuous"), X.shape[1])
+        _check_bits(h["kernel"], X, continuous)
+        n_scaled = X.shape[1] if continuous is None else len(continuous)
+        if isinstance(h.get("lengthscale"), list) and len(h["lengthscale"]) != n_scaled:
+            raise SetupError(f"the hyperparameters have {len(h['lengthscale'])} lengthscales but X has {n_scaled} "
+                             "features to scale; refit the surrogate on these features")
         if cls is not GPSurrogate:
             return cls(X, y, h)
         X, y = np.ascontiguousarray(X, dtype=float), np.ascontiguousarray(y, dtype=float)
@@ -359,9 +368,9 @@ def _check_hyperparameters(hyperparameters: dict[str, Any]) -> dict[str, Any]:
             f"hyperparameters schema_version {h.get('schema_version')!r} is not one of {_READABLE_SCHEMA_VERSIONS}; "
             "refit the surrogate"
         )
-    if h.get("kernel") not in ("matern52", "tanimoto"):
-        raise SetupError(f"hyperparameters kernel {h.get('kernel')!r} is not 'matern52' or 'tanimoto'")
-    names = ["variance", "noise", "y_mean", "y_sd"] + (["lengthscale"] if h["kernel"] == "matern52" else [])
+    if h.get("kernel") not in KERNEL_NAMES:
+        raise SetupError(f"hyperparameters kernel {h.get('kernel')!r} is not one of {', '.join(KERNEL_NAMES)}")
+    names = ["variance", "noise", "y_mean", "y_sd"] + (["lengthscale"] if h["kernel"] in SCALED_KERNELS else [])
     for name in names:
         value = h.get(name)
         is_list = name == "lengthscale" and isinstance(value, list) and len(value) > 0
@@ -372,6 +381,26 @@ def _check_hyperparameters(hyperparameters: dict[str, Any]) -> dict[str, Any]:
                 raise SetupError(f"hyperparameter {name}={value!r} must be positive; refit the surrogate")
         h[name] = [float(v) for v in value] if is_list else float(value)
     return h
+
+
+def _check_continuous(kernel: str, continuous, n_features: int) -> list[int] | None:
+    """The Matérn factor's columns of a ``tanimoto_matern52`` kernel, checked; None for the other kernels."""
+    if kernel != "tanimoto_matern52":
+        return None
+    columns = sorted({int(i) for i in (continuous or [])})
+    if not columns or len(columns) >= n_features or columns[0] < 0 or columns[-1] >= n_features:
+        raise SetupError(f"the tanimoto_matern52 kernel needs continuous columns among the {n_features} features, "
+                         f"leaving at least one bit; got {continuous!r}")
+    return columns
+
+
+def _check_bits(kernel: str, X: np.ndarray, continuous: list[int] | None) -> None:
+    """Tanimoto's columns must be non-negative (fingerprint bits)."""
+    if kernel == "matern52":
+        return
+    bits = X if continuous is None else np.delete(X, continuous, axis=1)
+    if np.any(bits < 0):
+        raise SetupError(f"the {kernel} kernel needs non-negative features (fingerprints); use kernel='matern52'")
 
 
 # --------------------------------------------------------------------------------------------------- pool

@@ -14,19 +14,20 @@ from orchestrator.policy.planners.gp_kernels import make_kernel, require_torch_p
 from orchestrator.policy.planners.surrogate import GPSurrogate  # noqa: E402
 
 
-def _pyro_model(kernel_name: str, X: np.ndarray, y: np.ndarray, lengthscale, jitter: float):
+def _pyro_model(kernel_name: str, X: np.ndarray, y: np.ndarray, lengthscale, jitter: float, continuous=None):
     from torch.distributions import constraints
 
     _, _, gp = require_torch_pyro()
     X_t, y_t = torch.as_tensor(X), torch.as_tensor(y)
-    kernel = make_kernel(kernel_name, X.shape[1], 1.0, lengthscale)
+    kernel = make_kernel(kernel_name, X.shape[1], 1.0, lengthscale, continuous)
     model = gp.models.GPRegression(X_t, y_t, kernel, jitter=jitter)
     model.noise = gp.parameterized.PyroParam(torch.tensor(1e-3, dtype=torch.float64),
                                              constraints.greater_than(gp_fitting.NOISE_FLOOR))
     return model, X_t, y_t
 
 
-CASES = [("matern52", "ard"), ("matern52", "shared"), ("tanimoto", None)]
+CASES = [("matern52", "ard"), ("matern52", "shared"), ("tanimoto", None), ("tanimoto_matern52", "ard")]
+N_NUMBERS = 5  # tanimoto_matern52: the last columns are numbers, the rest bits
 
 
 @pytest.mark.parametrize("priors", [False, True])
@@ -34,11 +35,15 @@ CASES = [("matern52", "ard"), ("matern52", "shared"), ("tanimoto", None)]
 def test_closed_form_loss_and_gradient_equal_autograd(kernel_name, lengthscales, priors):
     rng = np.random.default_rng(3)
     n, d = 9, 17
-    X = (rng.random((n, d)) > 0.6).astype(float) if kernel_name == "tanimoto" else rng.normal(size=(n, d))
+    X = (rng.random((n, d)) > 0.6).astype(float) if kernel_name != "matern52" else rng.normal(size=(n, d))
+    continuous = list(range(d - N_NUMBERS, d)) if kernel_name == "tanimoto_matern52" else None
+    if continuous:
+        X[:, continuous] = rng.random((n, N_NUMBERS))
     y = rng.normal(size=n)
-    lengthscale = None if lengthscales is None else ([1.0] * d if lengthscales == "ard" else 1.0)
+    n_scaled = d if continuous is None else len(continuous)
+    lengthscale = None if lengthscales is None else ([1.0] * n_scaled if lengthscales == "ard" else 1.0)
     jitter = 1e-6
-    model, X_t, y_t = _pyro_model(kernel_name, X, y, lengthscale, jitter)
+    model, X_t, y_t = _pyro_model(kernel_name, X, y, lengthscale, jitter, continuous)
     params = gp_fitting.RawParameters(model)
     for _ in range(5):  # random points of the unconstrained space, away from the initial values
         with torch.no_grad():
@@ -51,11 +56,14 @@ def test_closed_form_loss_and_gradient_equal_autograd(kernel_name, lengthscales,
         reference = gp_fitting._negative_log_marginal_likelihood(torch, model, params, X_t, y_t, jitter, priors)
         reference.backward()
 
-        similarity = None
+        similarity, X_scaled = None, X
         if kernel_name == "tanimoto":
             with torch.no_grad():
                 similarity = model.kernel.covariance(X_t, None, variance=1.0).numpy()
-        inputs = GPLossInputs(X=X, y=y, similarity=similarity, jitter=jitter, noise_floor=gp_fitting.NOISE_FLOOR,
+        elif kernel_name == "tanimoto_matern52":
+            with torch.no_grad():
+                similarity, X_scaled = model.kernel.similarity(X_t).numpy(), X[:, continuous]
+        inputs = GPLossInputs(X=X_scaled, y=y, similarity=similarity, jitter=jitter, noise_floor=gp_fitting.NOISE_FLOOR,
                               priors=priors)
         raw_lengthscale = params.raw("lengthscale").detach().numpy() if "lengthscale" in params else None
         loss, g_noise, g_variance, g_lengthscale = loss_and_gradient(
