@@ -109,6 +109,21 @@ class RungCalibration:
         upper = math.atanh(rho) + 1.6449 * 1.06 / math.sqrt(max(self.n_pairs - 3, 1))
         return False if upper < math.atanh(min_informativeness) else None
 
+    def runs_backwards(self, *, min_pairs: int = 5, min_informativeness: float = 0.3) -> bool:
+        """Whether the pairs show the rung ranking the lab in reverse: ρ ≤ −``min_informativeness`` that chance would
+        rarely give (one-sided p < ``INFORMATIVE_P``). Such a rung is ruled out (``is_informative``), since a proxy
+        estimates the lab's property; the user should hear why, as the rung may measure the opposite sense.
+
+        Example:
+            >>> RungCalibration("dock", 12, -0.8, 0.0, -1.0, 0.5, p_value=0.999).runs_backwards()
+            True
+            >>> RungCalibration("dock", 12, 0.8, 0.0, 1.0, 0.5, p_value=0.001).runs_backwards()
+            False
+        """
+        if self.n_pairs < min_pairs or self.spearman is None or self.p_value is None:
+            return False
+        return self.spearman <= -min_informativeness and 1.0 - self.p_value < INFORMATIVE_P
+
     def predict(self, proxy_utility: float) -> float:
         """The lab utility this rung's proxy predicts."""
         return self.intercept + self.slope * proxy_utility

@@ -13,6 +13,8 @@ an uninterrupted one would.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from orchestrator.loop.beliefs import rung_calibrations
@@ -36,6 +38,8 @@ MIN_NEW_RESULTS = 3
 result until the quarter rule takes over (at 2, 3, 4, 5 results); three keeps a refit per iteration for batches of
 three or more (the discovery benchmarks' five) and spaces a batch-one campaign's early refits (2, 5, 8, 11, 14, 18,
 …), which the GP conditioned on every result with the kept hyperparameters covers in between."""
+
+logger = logging.getLogger(__name__)
 
 
 def is_refit_due(n_train: int, last_fit_n: int | None, batch_size: int) -> bool:
@@ -82,12 +86,14 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         model = f"pyro-gp:{hyperparameters['kernel']}:refit"
     screening = ctx.spec.screening
     items = []
+    calibrations = rung_calibrations(ctx)
     assessed = [RungAssessment(rung=rung, n_pairs=calibration.n_pairs, spearman=calibration.spearman,
                                intercept=calibration.intercept, slope=calibration.slope,
                                residual_sd=calibration.residual_sd,
                                is_informative=calibration.is_informative(
                                    min_pairs=screening.min_pairs, min_informativeness=screening.min_informativeness))
-                for rung, calibration in rung_calibrations(ctx).items()]
+                for rung, calibration in calibrations.items()]
+    _warn_backwards_rungs(ctx, calibrations)
     if assessed:  # one event for every rung (ledgers before it: a RungAssessed per rung)
         items.append((RungsAssessed(iteration=iteration, rungs=assessed), f"it{iteration}:rungs-assessed"))
     comparison = _arms_compared(ctx, iteration, history)
@@ -98,6 +104,25 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                   f"it{iteration}:surrogate"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="learner")
     return {}
+
+
+_WARNED_BACKWARDS: set[tuple[str, str]] = set()
+
+
+def _warn_backwards_rungs(ctx: CampaignContext, calibrations) -> None:
+    """Say once per campaign and rung (per process) when the lab ranks a proxy rung in reverse: the campaign plans
+    without it, and the user may have meant the opposite sense (a docking score for an activity)."""
+    screening = ctx.spec.screening
+    for rung, calibration in calibrations.items():
+        key = (ctx.campaign_id, rung)
+        if key in _WARNED_BACKWARDS or not calibration.runs_backwards(
+                min_pairs=screening.min_pairs, min_informativeness=screening.min_informativeness):
+            continue
+        _WARNED_BACKWARDS.add(key)
+        logger.warning("rung %r ranks the lab results backwards (Spearman %+.2f over %d pairs), so the campaign plans "
+                       "without it. A proxy rung estimates the objective in its own sense (higher means higher); if "
+                       "%r measures the opposite (a docking score for an activity), negate its column or property "
+                       "and run again.", rung, calibration.spearman, calibration.n_pairs, rung)
 
 
 def _prior_kind(prior: dict | None) -> tuple | None:

@@ -51,3 +51,30 @@ def test_a_batch_one_campaign_records_refits_on_the_schedule_and_keeps_them_betw
     assert kept == [3, 4, 6, 7, 9]
     by_n = {u["n_train"]: u["hyperparameters"] for u in updates}
     assert by_n[4] == by_n[2] and by_n[7] == by_n[5]  # kept: the last fit's hyperparameters, unchanged
+
+
+def test_a_rung_the_lab_ranks_in_reverse_is_named_with_the_fix(tmp_path, caplog):
+    """A proxy that measures the opposite sense (a docking score for an activity) is ruled out, and the user hears
+    why and what to change, once."""
+    import logging
+
+    import numpy as np
+    import pandas as pd
+
+    from orchestrator.bench import BenchConfig, parse_rung
+    from orchestrator.bench.problem import load_problem
+    from orchestrator.bench.runner import run_arm
+
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 2))
+    y = np.sin(3 * X[:, 0]) + X[:, 1]
+    pd.DataFrame({"x0": X[:, 0], "x1": X[:, 1], "y": y, "dock": -2.0 * y + 0.05 * rng.standard_normal(60)}).to_csv(
+        tmp_path / "pool.csv", index=False)
+    config = BenchConfig(pool=str(tmp_path / "pool.csv"), id_cols=("x0", "x1"), objective="maximize:y",
+                         rungs=(parse_rung("dock=dock:1"),), lab_budget=15, seeds=1, arms=("bo",), batch=5)
+    problem = load_problem(config, tmp_path / "work")
+    with caplog.at_level(logging.WARNING, logger="orchestrator.loop.nodes.learn"):
+        run_arm(problem, "bo", 0)
+    warnings = [r.getMessage() for r in caplog.records if "ranks the lab results backwards" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "rung 'dock'" in warnings[0] and "negate its column" in warnings[0]
