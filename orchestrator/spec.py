@@ -278,7 +278,9 @@ class PlannerSpec(_Spec):
     batch_size: int = Field(default=4, gt=0, description="lab experiments per iteration")
     n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")
     proposals_per_slot: int = Field(default=3, ge=1, description="proposals screened per lab slot (main arm)")
-    kernel: Literal["auto", "matern52", "tanimoto"] = "auto"
+    kernel: Literal["auto", "matern52", "tanimoto", "tanimoto_matern52"] = Field(
+        default="auto", description="the surrogate's kernel; auto chooses by the pool's columns: tanimoto on bits, "
+                                    "tanimoto_matern52 on SMILES beside numbers, matern52 otherwise")
 
     @field_validator("main", "control")
     @classmethod

@@ -39,6 +39,7 @@ from orchestrator.loop.importing import HistoryFile, ImportedHistory, history_ev
 from orchestrator.loop.lease import CampaignLease
 from orchestrator.loop.resume_policy import recorded_spec, resume_spec
 from orchestrator.loop.summary import summarise
+from orchestrator.policy.planners import campaign_kernel
 from orchestrator.policy.success_bar import fix_success_bar
 from orchestrator.space.pool import load_pool
 from orchestrator.spec import CampaignSpec
@@ -177,7 +178,8 @@ class Campaign:
         real ones for its connections.
         """
         checked_durability(durability)
-        load_pool(spec)  # a bad pool is refused before the ledger is opened (the loaded pool is cached)
+        campaign_kernel(spec, load_pool(spec))  # a bad pool, or a kernel it cannot take, is refused before the
+        # ledger is opened (the loaded pool is cached)
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
         campaign_id = campaign_id or f"{spec.campaign.name}-{uuid.uuid4().hex[:8]}"
         taken = None

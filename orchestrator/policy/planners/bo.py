@@ -21,7 +21,7 @@ import numpy as np
 
 from orchestrator.policy.planners.base import PlanningContext
 from orchestrator.policy.planners.random_arm import RandomPlanner
-from vocabulary.domain import Proposal
+from vocabulary.domain import Proposal, SetupError
 
 __all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
            "campaign_kernel", "choose_kernel", "cold_start_count", "continuous_columns", "fit_surrogate_state", "folded_utility_moments", "has_fitted_surrogate",
@@ -62,6 +62,8 @@ def choose_kernel(kind: str, requested: str, features=None, feature_kinds=None) 
         >>> choose_kernel("conditions", "auto", np.array([[0.0, 0.5], [1.0, 0.0]]), np.array(["smiles", "numeric"]))
         'tanimoto_matern52'
     """
+    if requested == "tanimoto_matern52":
+        _check_product_kernel(feature_kinds)
     if requested != "auto":
         return requested
     if kind == "molecule":
@@ -71,6 +73,18 @@ def choose_kernel(kind: str, requested: str, features=None, feature_kinds=None) 
     if isinstance(features, np.ndarray) and features.size > 0 and bool(np.all((features == 0) | (features == 1))):
         return "tanimoto"
     return "matern52"
+
+
+def _check_product_kernel(feature_kinds) -> None:
+    """Refuse ``kernel = "tanimoto_matern52"`` on a pool it cannot split: it needs the pool's columns read by kind
+    (a conditions pool, not streamed), with at least one column of bits (SMILES or categories) and one of numbers."""
+    kinds = [] if feature_kinds is None else list(feature_kinds)
+    bits = [k for k in kinds if k in ("smiles", "categorical")]
+    if not kinds or not bits or not continuous_columns(kinds):
+        found = ", ".join(sorted(set(kinds))) or "no columns read by kind (a molecule pool, or one streamed in chunks)"
+        raise SetupError(f"[planner] kernel = 'tanimoto_matern52' needs a conditions pool whose columns hold bits "
+                         f"(SMILES or categories) and numbers; this pool has {found}. Use kernel = 'auto', which "
+                         "chooses by the pool's columns")
 
 
 def continuous_columns(feature_kinds, n_features: int | None = None) -> list[int]:

@@ -95,3 +95,34 @@ def test_the_product_kernel_needs_its_number_columns():
     for bad in (None, [0, 1, 2], [5]):
         with pytest.raises(SetupError, match="tanimoto_matern52 kernel needs continuous columns"):
             GPSurrogate.fit(X, np.array([0.0, 1.0, 0.5]), kernel="tanimoto_matern52", continuous=bad)
+
+
+def test_a_spec_may_name_the_product_kernel_for_categories_and_numbers(tmp_path):
+    # auto gives one-hot categories and a number Matérn-5/2; a user may ask for the set similarity on the codes
+    frame = pd.DataFrame([{"base": b, "temperature": t, "y": i + t / 100} for i, b in enumerate(["DBU", "TEA", "K2CO3"])
+                          for t in (20.0, 50.0, 80.0)])
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    config = BenchConfig(pool=str(path), id_cols=("base", "temperature"), objective="maximize:y", lab_budget=4, batch=2,
+                         seeds=1, arms=("bo",))
+    problem = load_problem(config, tmp_path / "work")
+    assert campaign_kernel(problem.spec, problem.pool) == "matern52"
+    named = problem.spec.model_copy(update={"planner": problem.spec.planner.model_copy(update={"kernel": "tanimoto_matern52"})})
+    assert campaign_kernel(named, problem.pool) == "tanimoto_matern52"
+
+
+def test_a_product_kernel_the_pool_cannot_split_is_refused_before_the_ledger_opens(tmp_path):
+    from orchestrator.loop.campaign import Campaign
+    from vocabulary.domain import SetupError
+
+    frame = pd.DataFrame([{"x1": a, "x2": b, "y": a - b} for a in range(4) for b in range(3)])
+    path = tmp_path / "numbers.csv"
+    frame.to_csv(path, index=False)
+    config = BenchConfig(pool=str(path), id_cols=("x1", "x2"), objective="maximize:y", lab_budget=4, batch=2, seeds=1,
+                         arms=("bo",))
+    problem = load_problem(config, tmp_path / "work")
+    named = problem.spec.model_copy(update={"planner": problem.spec.planner.model_copy(update={"kernel": "tanimoto_matern52"})})
+    db = tmp_path / "ledger.db"
+    with pytest.raises(SetupError, match="needs a conditions pool whose columns hold bits.*this pool has numeric.*auto"):
+        Campaign.start(named, db=str(db), campaign_id="numbers")
+    assert not db.exists(), "nothing was written"
