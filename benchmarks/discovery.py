@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.discovery                 # everything (about an hour here)
     .venv/bin/python -m benchmarks.discovery --only freesolv --arms bo,bo-sf   # re-run some cells, merge, re-render
     .venv/bin/python -m benchmarks.discovery --render                          # only re-render RESULTS.md
+    .venv/bin/python -m benchmarks.discovery --resummarise                     # re-summarise stored runs, re-render
 
 Each dataset is one ``closedloop bench`` configuration (``DATASETS``; the equivalent command line is printed in
 RESULTS.md). Results go to ``benchmarks/results/discovery_<name>.json``; a re-run of some arms replaces those arms'
@@ -113,14 +114,36 @@ def merge(old: dict | None, new: dict, commit: str = "unknown") -> dict:
         return {**new, "code_commit": commit}
     sources = {**old.get("arm_sources", {}),
                **{arm: {"code_commit": commit, "date": new.get("date")} for arm in new["config"]["arms"]}}
+    rerun = set(new["config"]["arms"])
+    runs = [r for r in old["runs"] if r["arm"] not in rerun] + new["runs"]
+    arms = [a for a in old["config"]["arms"] if a not in rerun] + list(new["config"]["arms"])
+    report = summarised({**new["config"], "arms": arms}, runs)
+    report["wall_s_total"] = old.get("wall_s_total", 0.0) + new.get("wall_s_total", 0.0)
+    for key in ("date", "machine", "code_commit"):
+        if key in old:
+            report[key] = old[key]
+    report["arm_sources"] = sources
+    return report
+
+
+def resummarise(report: dict) -> dict:
+    """The report with its summary recomputed from its stored runs by today's ``summarise_runs`` (a new measure,
+    such as lab experiments to a target's window, over runs already made); no run is repeated, and each arm keeps
+    the commit and date it was measured at."""
+    fresh = summarised(report["config"], report["runs"])
+    for key in ("wall_s_total", "date", "machine", "code_commit", "arm_sources"):
+        if key in report:
+            fresh[key] = report[key]
+    return fresh
+
+
+def summarised(config_fields: dict, runs: list[dict]) -> dict:
+    """``summarise_runs`` over stored runs (JSON dicts) on the pool the config names."""
     import tempfile
 
     from orchestrator.bench import BenchConfig, RunRecord, load_problem, summarise_runs
 
-    rerun = set(new["config"]["arms"])
-    runs = [r for r in old["runs"] if r["arm"] not in rerun] + new["runs"]
-    arms = [a for a in old["config"]["arms"] if a not in rerun] + list(new["config"]["arms"])
-    config = BenchConfig.model_validate({**new["config"], "arms": arms})
+    config = BenchConfig.model_validate({**config_fields, "pool": str(local_copy(config_fields["pool"]))})
     with tempfile.TemporaryDirectory() as workdir:
         problem = load_problem(config, Path(workdir))
         records = [RunRecord(arm=r["arm"], seed=r["seed"], order=r["order"], wall_s=r["wall_s"],
@@ -128,13 +151,18 @@ def merge(old: dict | None, new: dict, commit: str = "unknown") -> dict:
                              rung_cost_s=r["rung_cost_s"], notes=r["notes"],
                              n_rung_evaluations=r.get("n_rung_evaluations", len(problem) if r["rung_cost_s"] else 0))
                    for r in runs]
-        report = summarise_runs(problem, records)
-    report["wall_s_total"] = old.get("wall_s_total", 0.0) + new.get("wall_s_total", 0.0)
-    for key in ("date", "machine", "code_commit"):
-        if key in old:
-            report[key] = old[key]
-    report["arm_sources"] = sources
-    return report
+        return summarise_runs(problem, records)
+
+
+def local_copy(pool: str) -> Path:
+    """A report's pool path in this checkout: reports record the absolute path of the checkout that ran them.
+
+    Example:
+        >>> local_copy("/tmp/elsewhere/benchmarks/data/esol_delaney/ESOL_delaney.csv") == DATA / "esol_delaney/ESOL_delaney.csv"
+        True
+    """
+    marker = "benchmarks/data/"
+    return DATA / pool.split(marker, 1)[1] if marker in pool else Path(pool)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -144,10 +172,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=SEEDS)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--render", action="store_true", help="only re-render RESULTS.md from the JSON files")
+    parser.add_argument("--resummarise", action="store_true",
+                        help="recompute each JSON's summary from its stored runs (no new runs), then re-render")
     args = parser.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
     commit = code_commit()  # taken before the runs: the code may change while they run
-    if not args.render:
+    if args.resummarise:
+        for name in args.only or list(DATASETS):
+            path = RESULTS / f"discovery_{name}.json"
+            if path.exists():
+                path.write_text(json.dumps(resummarise(json.loads(path.read_text())), indent=1) + "\n")
+    elif not args.render:
         for name in args.only or list(DATASETS):
             arms = args.arms.split(",") if args.arms else default_arms(name)
             arms = [a for a in arms if a not in ("cheap-first", "bo-sf") or DATASETS[name]["rungs"]]

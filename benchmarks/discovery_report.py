@@ -42,9 +42,11 @@ def _when(date: str | None) -> str:
 
 def dataset_table(report: dict) -> list[str]:
     budget = report["lab_budget"]
-    lines = ["| arm | lab exps to top-1 % | to top-5 % | hits top-1 % | best at budget | AF vs random (top-5 %) "
-             "| vs botorch, top-1 % | total cost (lab-days) | wall s / run |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    window = "n_in_window" in report  # a target objective: lab experiments to a value inside its window too
+    lines = ["| arm | lab exps to top-1 % | to top-5 % | " + ("to the window | " if window else "")
+             + "hits top-1 % | best at budget | AF vs random (top-5 %) | vs botorch, top-1 % | total cost (lab-days) "
+             "| wall s / run |",
+             "| --- | ---: | ---: | " + ("---: | " if window else "") + "---: | ---: | ---: | ---: | ---: | ---: |"]
     arms = report["arms"]
     reference = arms.get("botorch", {}).get("experiments_to_top1", {}).get("median")
     for arm in sorted(arms, key=lambda a: ARM_ORDER.index(a) if a in ARM_ORDER else 99):
@@ -53,12 +55,15 @@ def dataset_table(report: dict) -> list[str]:
         ratio = "" if reference is None or arm == "botorch" else f"{s['experiments_to_top1']['median'] / reference:.2f}×"
         cost_days = s["total_cost_s"] / 86400.0
         label = arm if is_campaign_bench(arm_commit(report, arm)) else f"{arm} (old bench, {arm_commit(report, arm) or '?'})"
-        lines.append(f"| {label} | {_q(s['experiments_to_top1'])} | {_q(s['experiments_to_top5'])} | "
+        to_window = f"{_q(s['experiments_to_window'])} | " if window else ""
+        lines.append(f"| {label} | {_q(s['experiments_to_top1'])} | {_q(s['experiments_to_top5'])} | {to_window}"
                      f"{s['hit_rate_top1'] * 100:.0f} % | {_q(s['best_at_budget'])} | "
                      f"{'' if af is None else f'{af:.2f}'} | {ratio} | {cost_days:.4g} | {s['wall_s']:.1f} |")
     lines.append("")
     lines.append(f"Pool {report['pool_size']} candidates ({report['n_csv_rows']} CSV rows), top-1 % = "
-                 f"{report['n_top1']} candidates, top-5 % = {report['n_top5']}; {seeds_caption(report)}, budget "
+                 f"{report['n_top1']} candidates, top-5 % = {report['n_top5']}"
+                 + (f", inside the window {report['n_in_window']}" if window else "")
+                 + f"; {seeds_caption(report)}, budget "
                  f"{budget} lab experiments in batches of {report['batch']} (a run that never hits counts {budget + 1}); "
                  f"best in pool {report['best_in_pool']:.4g} ({report['best_at_budget_unit']}); "
                  f"features: {report['n_features']}, kernel {report['kernel']}.")

@@ -91,6 +91,14 @@ class BenchProblem:
     def top(self, percent: float) -> np.ndarray:
         return top_set(self.utilities, percent)
 
+    def in_window(self) -> np.ndarray:
+        """Indices whose lab value lies inside a target objective's window, target ± tolerance (the spec's own
+        success); empty for other objectives."""
+        objective = self.spec.objective
+        if objective.direction != "target":
+            return np.zeros(0, dtype=int)
+        return np.flatnonzero([objective.is_hit(float(v)) for v in self.values])
+
     def __len__(self) -> int:
         return len(self.values)
 

@@ -116,6 +116,7 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
     c = problem.config
     budget = problem.lab_budget
     top1, top5 = set(problem.top(1).tolist()), set(problem.top(5).tolist())
+    window = set(problem.in_window().tolist()) if problem.direction == "target" else None
     arms: dict[str, Any] = {}
     lab_cost_s = c.lab_cost_s
     for arm in c.arms:
@@ -139,6 +140,11 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
             "per_seed": {"seeds": [r.seed for r in runs], "experiments_to_top1": to1, "experiments_to_top5": to5,
                          "best_at_budget": best, "measured": [r.measured for r in runs]},
         }
+        if window is not None:  # a target's own success: a lab value inside target ± tolerance
+            to_window = [experiments_to_hit(r.order, window, budget) for r in runs]
+            arms[arm]["experiments_to_window"] = summarise(to_window)
+            arms[arm]["hit_rate_window"] = float(np.mean([t <= budget for t in to_window]))
+            arms[arm]["per_seed"]["experiments_to_window"] = to_window
     af = {}
     if "random" in arms:
         random_median = arms["random"]["experiments_to_top5"]["median"]
@@ -156,6 +162,7 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
         "af_vs_random": af,
         "n_top1": len(top1),
         "n_top5": len(top5),
+        **({"n_in_window": len(window)} if window is not None else {}),
         "best_in_pool": best_at_budget(list(np.flatnonzero(np.isfinite(problem.values))), problem.values,
                                        problem.direction, problem.target),
         "best_at_budget_unit": "distance |value - target|" if problem.direction == "target" else "objective value",

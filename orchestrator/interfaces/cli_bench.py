@@ -67,7 +67,8 @@ def bench(
     is benchmarked as it stands; with --pool a spec is built (each --rung column a table rung at its cost). A run
     that never hits counts as lab-budget + 1. The JSON holds pool_size, objective, seeds, lab_budget, per-arm medians
     and IQRs (experiments_to_top1, experiments_to_top5, best_at_budget), total_cost_s, wall_s, af_vs_random, and
-    per_seed (seeds, and measured: the candidate ids of each run in dispatch order).
+    per_seed (seeds, and measured: the candidate ids of each run in dispatch order). For a target objective also
+    experiments_to_window: lab experiments to a value inside target ± tolerance (n_in_window candidates are).
     """
     from orchestrator.bench import run_bench
     from vocabulary.domain import ClosedLoopError
@@ -91,13 +92,16 @@ def bench(
 def _print_table(report: dict) -> None:
     table = Table(title=f"{report['objective']} · pool {report['pool_size']} · {report['seeds']} seeds · "
                         f"budget {report['lab_budget']}")
-    for name in ("arm", "to top-1 % (IQR)", "to top-5 % (IQR)", "best at budget", "AF vs random", "total cost s", "wall s"):
+    window = "n_in_window" in report  # a target objective: its own success, a value inside the window
+    for name in ("arm", "to top-1 % (IQR)", "to top-5 % (IQR)", *(["to window (IQR)"] if window else []),
+                 "best at budget", "AF vs random", "total cost s", "wall s"):
         table.add_column(name, justify="left" if name == "arm" else "right")
     for arm, s in report["arms"].items():
         def cell(key: str) -> str:
             q = s[key]
             return f"{q['median']:.4g} ({q['iqr'][0]:.3g}–{q['iqr'][1]:.3g})"
         af = report["af_vs_random"].get(arm)
-        table.add_row(arm, cell("experiments_to_top1"), cell("experiments_to_top5"), cell("best_at_budget"),
+        table.add_row(arm, cell("experiments_to_top1"), cell("experiments_to_top5"),
+                      *([cell("experiments_to_window")] if window else []), cell("best_at_budget"),
                       "" if af is None else f"{af:.2f}", f"{s['total_cost_s']:.3g}", f"{s['wall_s']:.2f}")
     out.print(table)

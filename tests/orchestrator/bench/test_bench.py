@@ -185,6 +185,30 @@ def test_a_target_objective_fits_values_with_a_value_prior(tiny_categorical_pool
     assert run_arm(problem, "bo", 0).order[0] == int(np.argmax(problem.utilities))
 
 
+def test_a_target_reports_lab_experiments_to_its_window(tiny_pool, tmp_path):
+    """A target's own success is a lab value inside target ± tolerance; the report counts it beside the top sets."""
+    out = tmp_path / "out.json"
+    result = _bench("--pool", str(tiny_pool), "--id-cols", "a,b", "--objective", "target:y:1.0:0.05",
+                    "--rung", "cheap=perfect:1", "--lab-budget", "10", "--seeds", "2", "--arms", "random,cheap-first",
+                    "--batch", "5", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    assert "window" in result.output, "the table has a column for it"
+    report = json.loads(out.read_text())
+    values = {(round(r["a"], 9), round(r["b"], 9)): r["y"] for r in _rows(tiny_pool)}
+    inside = [v for v in values.values() if abs(v - 1.0) <= 0.05]
+    assert report["n_in_window"] == len(inside) > 0
+    cheap = report["arms"]["cheap-first"]
+    assert cheap["per_seed"]["experiments_to_window"] == [1, 1], "a perfect rung's nearest value is inside"
+    assert cheap["hit_rate_window"] == 1.0 and cheap["experiments_to_window"]["median"] == 1.0
+    for summary in report["arms"].values():
+        for to_window, to_top1 in zip(summary["per_seed"]["experiments_to_window"], summary["per_seed"]["experiments_to_top1"]):
+            assert 1 <= to_window <= 11
+    maximise = _bench("--pool", str(tiny_pool), "--id-cols", "a,b", "--objective", "maximize:y", "--lab-budget", "5",
+                      "--seeds", "1", "--arms", "random", "--batch", "5", "--json", str(tmp_path / "max.json"))
+    assert maximise.exit_code == 0 and "window" not in maximise.output
+    assert "n_in_window" not in json.loads((tmp_path / "max.json").read_text())
+
+
 def test_experiments_to_hit_counts_budget_plus_one_without_a_hit():
     assert experiments_to_hit([3, 1, 2], {2}, budget=3) == 3
     assert experiments_to_hit([3, 1, 2], {9}, budget=3) == 4
