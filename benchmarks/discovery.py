@@ -131,6 +131,9 @@ def resummarise(report: dict) -> dict:
     such as lab experiments to a target's window, over runs already made); no run is repeated, and each arm keeps
     the commit and date it was measured at."""
     fresh = summarised(report["config"], report["runs"])
+    pool = local_copy(report["config"]["pool"])
+    if pool.is_relative_to(ROOT.parent):  # the repository's path, not the checkout's that ran it
+        fresh["config"]["pool"] = str(pool.relative_to(ROOT.parent))
     for key in ("wall_s_total", "date", "machine", "code_commit", "arm_sources"):
         if key in report:
             fresh[key] = report[key]
