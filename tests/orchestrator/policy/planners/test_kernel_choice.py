@@ -23,16 +23,25 @@ def test_the_buchwald_hartwig_campaign_uses_the_kernel_its_bench_measured(tmp_pa
     assert campaign_kernel(problem.spec, problem.pool) == "tanimoto"
 
 
+def _problem_of(frame: pd.DataFrame, id_cols: tuple[str, ...], tmp_path, **config):
+    """The bench problem of ``frame`` (a CSV pool) with objective maximize:y and the bo arm."""
+    path = tmp_path / "pool.csv"
+    frame.to_csv(path, index=False)
+    settings = {"lab_budget": 4, "batch": 2, **config}
+    return load_problem(BenchConfig(pool=str(path), id_cols=id_cols, objective="maximize:y", seeds=1, arms=("bo",),
+                                    **settings), tmp_path / "work")
+
+
+def _named(spec, kernel: str):
+    return spec.model_copy(update={"planner": spec.planner.model_copy(update={"kernel": kernel})})
+
+
 def test_a_number_column_is_judged_on_every_row_not_the_first_ones(tmp_path):
     # the first rows hold only the temperature column's two extremes, which scale to 0 and 1 like bits
     frame = pd.DataFrame({"solvent": ["water", "ethanol"] * 1200, "temperature": [20.0] * 1000 + [80.0] * 1000 + [50.0] * 400,
                           "y": np.arange(2400.0)})
     frame = frame.drop_duplicates(["solvent", "temperature"]).reset_index(drop=True)
-    path = tmp_path / "pool.csv"
-    frame.to_csv(path, index=False)
-    config = BenchConfig(pool=str(path), id_cols=("solvent", "temperature"), objective="maximize:y", lab_budget=3, batch=2,
-                         seeds=1, arms=("bo",))
-    problem = load_problem(config, tmp_path / "work")
+    problem = _problem_of(frame, ("solvent", "temperature"), tmp_path, lab_budget=3)
     assert campaign_kernel(problem.spec, problem.pool) == "matern52"
     assert choose_kernel("conditions", "auto", problem.pool.features[:4]) == "tanimoto", "rows alone can mislead"
 
@@ -101,14 +110,9 @@ def test_a_spec_may_name_the_product_kernel_for_categories_and_numbers(tmp_path)
     # auto gives one-hot categories and a number Matérn-5/2; a user may ask for the set similarity on the codes
     frame = pd.DataFrame([{"base": b, "temperature": t, "y": i + t / 100} for i, b in enumerate(["DBU", "TEA", "K2CO3"])
                           for t in (20.0, 50.0, 80.0)])
-    path = tmp_path / "pool.csv"
-    frame.to_csv(path, index=False)
-    config = BenchConfig(pool=str(path), id_cols=("base", "temperature"), objective="maximize:y", lab_budget=4, batch=2,
-                         seeds=1, arms=("bo",))
-    problem = load_problem(config, tmp_path / "work")
+    problem = _problem_of(frame, ("base", "temperature"), tmp_path)
     assert campaign_kernel(problem.spec, problem.pool) == "matern52"
-    named = problem.spec.model_copy(update={"planner": problem.spec.planner.model_copy(update={"kernel": "tanimoto_matern52"})})
-    assert campaign_kernel(named, problem.pool) == "tanimoto_matern52"
+    assert campaign_kernel(_named(problem.spec, "tanimoto_matern52"), problem.pool) == "tanimoto_matern52"
 
 
 def test_a_product_kernel_the_pool_cannot_split_is_refused_before_the_ledger_opens(tmp_path):
@@ -116,13 +120,8 @@ def test_a_product_kernel_the_pool_cannot_split_is_refused_before_the_ledger_ope
     from vocabulary.domain import SetupError
 
     frame = pd.DataFrame([{"x1": a, "x2": b, "y": a - b} for a in range(4) for b in range(3)])
-    path = tmp_path / "numbers.csv"
-    frame.to_csv(path, index=False)
-    config = BenchConfig(pool=str(path), id_cols=("x1", "x2"), objective="maximize:y", lab_budget=4, batch=2, seeds=1,
-                         arms=("bo",))
-    problem = load_problem(config, tmp_path / "work")
-    named = problem.spec.model_copy(update={"planner": problem.spec.planner.model_copy(update={"kernel": "tanimoto_matern52"})})
+    problem = _problem_of(frame, ("x1", "x2"), tmp_path)
     db = tmp_path / "ledger.db"
     with pytest.raises(SetupError, match="needs a conditions pool whose columns hold bits.*this pool has numeric.*auto"):
-        Campaign.start(named, db=str(db), campaign_id="numbers")
+        Campaign.start(_named(problem.spec, "tanimoto_matern52"), db=str(db), campaign_id="numbers")
     assert not db.exists(), "nothing was written"
