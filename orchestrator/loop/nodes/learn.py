@@ -112,11 +112,9 @@ _WARNED_BACKWARDS: set[tuple[str, str]] = set()
 def _warn_backwards_rungs(ctx: CampaignContext, calibrations) -> None:
     """Say once per campaign and rung (per process) when the lab ranks a proxy rung in reverse: the campaign plans
     without it, and the user may have meant the opposite sense (a docking score for an activity)."""
-    screening = ctx.spec.screening
     for rung, calibration in calibrations.items():
         key = (ctx.campaign_id, rung)
-        if key in _WARNED_BACKWARDS or not calibration.runs_backwards(
-                min_pairs=screening.min_pairs, min_informativeness=screening.min_informativeness):
+        if key in _WARNED_BACKWARDS or not calibration.runs_backwards():
             continue
         _WARNED_BACKWARDS.add(key)
         logger.warning("rung %r ranks the lab results backwards (Spearman %+.2f over %d pairs), so the campaign plans "
