@@ -4,11 +4,18 @@
     .venv/bin/python -m benchmarks.discovery --only freesolv --arms bo,bo-sf   # re-run some cells, merge, re-render
     .venv/bin/python -m benchmarks.discovery --render                          # only re-render RESULTS.md
     .venv/bin/python -m benchmarks.discovery --resummarise                     # re-summarise stored runs, re-render
+    .venv/bin/python -m benchmarks.discovery --only lnp --arms bo,botorch-onehot --seeds 1 --lab-budget 10 \
+        --results /tmp/smoke                                                   # a smoke run, kept out of the tables
 
 Each dataset is one ``closedloop bench`` configuration (``DATASETS``; the equivalent command line is printed in
 RESULTS.md). Results go to ``benchmarks/results/discovery_<name>.json``; a re-run of some arms replaces those arms'
 runs and keeps the others. The data are copies of the public files in ``benchmarks/data/<name>/`` with their
 SOURCE.txt, so a fresh clone can run this without ``/work/shared``.
+
+``botorch-onehot`` (BoTorch on one-hot categories and scaled numbers) runs by default where its inputs differ from
+``botorch``'s, the cells whose id columns are reagent SMILES in a grid (``smiles_grid``); elsewhere it proposes what
+botorch proposes, seed for seed (``orchestrator/policy/planners/botorch_onehot.py``). A cell with several measured
+objectives runs its documented primary one and lists the others under ``other_objectives``.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.discovery_report import render
+from benchmarks.discovery_report import dataset_table, render
 
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT / "data"
 RESULTS = ROOT / "results"
 PV = DATA / "pvlab_benchmarking_liang"
+OLYMPUS = DATA / "olympus_reactions"
 LAB_COST_S = 86400.0  # one lab-day per experiment, synthesis or preparation included (a nominal, stated cost)
 SEEDS, BUDGET, BATCH = 20, 50, 5
 
@@ -35,7 +43,7 @@ DATASETS: dict[str, dict] = {
                      title="FreeSolv hydration free energy, target −12 ± 0.5 kcal/mol; GAFF `calc` as a rung (1 CPU-h)"),
     "buchwald_hartwig": dict(pool=DATA / "buchwald_hartwig_ahneman/experiment_index.csv",
                              id_cols=["Aryl_halide_SMILES", "Additive_SMILES", "Base_SMILES", "Ligand_SMILES"],
-                             objective="maximize:yield", rungs=[],
+                             objective="maximize:yield", rungs=[], smiles_grid=True,
                              title="Buchwald–Hartwig C–N coupling (Ahneman 2018), maximize yield"),
     "bandgap": dict(pool=DATA / "bandgap_expt_vs_pbe/expt_vs_pbe_bandgap_pairs.csv", id_cols=["composition"],
                     objective="target:expt_gap_eV_median:1.4:0.1", rungs=["pbe=pbe_gap_eV_MP:3600"],
@@ -58,12 +66,41 @@ DATASETS: dict[str, dict] = {
     "autoam": dict(pool=PV / "AutoAM_dataset.csv",
                    id_cols=["Prime Delay", "Print Speed", "X Offset Correction", "Y Offset Correction"],
                    objective="maximize:Score", rungs=[], title="PV-Lab AutoAM 3D printing, maximize score"),
+    "reductive_amination": dict(
+        pool=OLYMPUS / "Reductive_Amination.csv",
+        id_cols=["substrate", "AcOH_equiv", "TTIP_equiv", "solvent", "reaction_concentration_mM"],
+        objective="maximize:percent_conversion", rungs=[],
+        title="Olympus reductive amination of staurosporine (uHTE, 16 aldehydes × 48 conditions), maximize conversion"),
+    "suzuki_cernak": dict(
+        pool=OLYMPUS / "Suzuki_Cernak.csv", id_cols=["halide", "boronate", "conditions"],
+        objective="maximize:conversion", rungs=[],
+        title="Olympus Suzuki coupling informer library (uHTE, 8 halides × 10 boronates × 12 conditions), maximize "
+              "conversion (142 of 960 reach 100 %: its top-1 % and top-5 % are those 142)"),
+    "amide_coupling": dict(
+        pool=OLYMPUS / "amide_coupling_hte.csv", id_cols=["amine", "acid", "condition"],
+        objective="maximize:yield", rungs=[], smiles_grid=True,
+        title="Olympus amide coupling HTE (3 amines × 3 acids as SMILES × 72 coded conditions), maximize yield"),
+    "dye_lasers": dict(
+        pool=OLYMPUS / "dye_lasers.csv", id_cols=["frag_a", "frag_b", "frag_c"],
+        objective="maximize:peak_score", rungs=[], smiles_grid=True,
+        other_objectives=["minimize:spectral_overlap", "maximize:fluo_rate"],
+        title="Olympus organic laser dyes (3,458 pentamers from three SMILES fragments, computed), maximize peak score"),
+    "lnp": dict(
+        pool=DATA / "lnp_formulations/lnp_formulations.csv",
+        id_cols=["drug_input", "solid_lipid", "solid_lipid_input", "liquid_lipid_input", "surfactant_input"],
+        objective="maximize:drug_loading", rungs=[],
+        other_objectives=["maximize:encap_efficiency", "minimize:particle_diameter"],
+        title="Lipid nanoparticle formulations of CBD (Olympus lnp3, 768), maximize drug loading"),
 }
+"""Each cell: the pool, its id columns, the objective (a multi-objective set's first measurement in its Olympus
+config, whose default goal it takes; the rest under ``other_objectives``), the rungs and a title."""
 LLM_SUBSET = ("perovskite",)  # the llm arm costs seconds per step; run separately: --only perovskite --arms llm
 
 
 def default_arms(name: str) -> list[str]:
     arms = ["random", "bo", "botorch"]
+    if DATASETS[name].get("smiles_grid"):
+        arms.append("botorch-onehot")
     if DATASETS[name]["rungs"]:
         arms += ["bo-sf", "cheap-first"]
     if name in LLM_SUBSET:
@@ -71,23 +108,29 @@ def default_arms(name: str) -> list[str]:
     return arms
 
 
-def command_line(name: str, arms: list[str], seeds: int = SEEDS) -> str:
+def command_line(name: str, arms: list[str], seeds: int = SEEDS, budget: int = BUDGET, results: Path = RESULTS) -> str:
     d = DATASETS[name]
     parts = ["closedloop", "bench", "--pool", str(Path(d["pool"]).relative_to(ROOT.parent)),
              "--id-cols", ",".join(d["id_cols"]), "--objective", d["objective"]]
     for rung in d["rungs"]:
         parts += ["--rung", rung]
-    parts += ["--lab-budget", str(BUDGET), "--seeds", str(seeds), "--arms", ",".join(arms), "--batch", str(BATCH),
-              "--lab-cost-s", f"{LAB_COST_S:g}", "--json", f"benchmarks/results/discovery_{name}.json"]
+    parts += ["--lab-budget", str(budget), "--seeds", str(seeds), "--arms", ",".join(arms), "--batch", str(BATCH),
+              "--lab-cost-s", f"{LAB_COST_S:g}", "--json", _shown(results / f"discovery_{name}.json")]
     return shlex.join(parts)
 
 
-def run_dataset(name: str, arms: list[str], seeds: int, workers: int) -> dict:
+def _shown(path: Path) -> str:
+    """A path as a command line in the repository root writes it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT.parent)) if path.is_relative_to(ROOT.parent) else str(path)
+
+
+def run_dataset(name: str, arms: list[str], seeds: int, workers: int, budget: int = BUDGET) -> dict:
     from orchestrator.bench import BenchConfig, parse_rung, run_bench
 
     d = DATASETS[name]
     config = BenchConfig(pool=str(d["pool"]), id_cols=tuple(d["id_cols"]), objective=d["objective"],
-                         rungs=tuple(parse_rung(r) for r in d["rungs"]), lab_budget=BUDGET, seeds=seeds,
+                         rungs=tuple(parse_rung(r) for r in d["rungs"]), lab_budget=budget, seeds=seeds,
                          arms=tuple(arms), batch=BATCH, lab_cost_s=LAB_COST_S, workers=workers)
     return run_bench(config)
 
@@ -174,29 +217,45 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--arms", default=None, help="comma-separated arms (default: each dataset's set)")
     parser.add_argument("--seeds", type=int, default=SEEDS)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--lab-budget", type=int, default=BUDGET,
+                        help=f"lab experiments per run (default {BUDGET}; another needs --results)")
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help="where the JSON goes; a folder other than benchmarks/results leaves RESULTS.md alone "
+                             "and prints the tables instead")
     parser.add_argument("--render", action="store_true", help="only re-render RESULTS.md from the JSON files")
     parser.add_argument("--resummarise", action="store_true",
                         help="recompute each JSON's summary from its stored runs (no new runs), then re-render")
     args = parser.parse_args(argv)
-    RESULTS.mkdir(exist_ok=True)
+    results = args.results.resolve()
+    is_tables = results == RESULTS.resolve()
+    unknown = sorted(set(args.only or []) - set(DATASETS))
+    if unknown:
+        parser.error(f"--only: unknown data set(s) {unknown}; choose from {', '.join(DATASETS)}")
+    if is_tables and args.lab_budget != BUDGET:
+        parser.error(f"--lab-budget {args.lab_budget}: RESULTS.md's tables run at {BUDGET}; give --results DIR to "
+                     "keep another budget's runs apart")
+    results.mkdir(parents=True, exist_ok=True)
     commit = code_commit()  # taken before the runs: the code may change while they run
     if args.resummarise:
         for name in args.only or list(DATASETS):
-            path = RESULTS / f"discovery_{name}.json"
+            path = results / f"discovery_{name}.json"
             if path.exists():
                 path.write_text(json.dumps(resummarise(json.loads(path.read_text())), indent=1) + "\n")
     elif not args.render:
         for name in args.only or list(DATASETS):
             arms = args.arms.split(",") if args.arms else default_arms(name)
             arms = [a for a in arms if a not in ("cheap-first", "bo-sf") or DATASETS[name]["rungs"]]
-            print(f"== {name}: {command_line(name, arms, args.seeds)}", file=sys.stderr, flush=True)
-            path = RESULTS / f"discovery_{name}.json"
-            new = run_dataset(name, arms, args.seeds, args.workers)
+            print(f"== {name}: {command_line(name, arms, args.seeds, args.lab_budget, results)}", file=sys.stderr, flush=True)
+            path = results / f"discovery_{name}.json"
+            new = run_dataset(name, arms, args.seeds, args.workers, args.lab_budget)
             # read after the run, not before: another run may have re-run other arms of this cell meanwhile
             old = json.loads(path.read_text()) if path.exists() else None
             report = merge(old, new, commit)
             path.write_text(json.dumps(report, indent=1) + "\n")
-    render(RESULTS, ROOT / "RESULTS.md", DATASETS, command_line)
+            if not is_tables:
+                print("\n".join([f"### {DATASETS[name]['title']}", "", *dataset_table(report), ""]))
+    if is_tables:
+        render(RESULTS, ROOT / "RESULTS.md", DATASETS, command_line)
 
 
 if __name__ == "__main__":

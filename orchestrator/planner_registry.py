@@ -22,7 +22,7 @@ __all__ = ["PlannerFactory", "make_planner", "planner_names", "register_planner"
 PlannerFactory = Callable[[Any], Any]
 """Builds an arm from the campaign spec (or None): ``factory(spec) -> Planner``."""
 
-BUILT_IN_ARMS = ("bo", "bo-sf", "botorch", "cheap-first", "llm", "llm-shuffled", "random")
+BUILT_IN_ARMS = ("bo", "bo-sf", "botorch", "botorch-onehot", "cheap-first", "llm", "llm-shuffled", "random")
 """Built by ``orchestrator.policy.planners.BUILT_IN_ARMS`` (a test checks the two lists agree)."""
 _BUILT_IN_FACTORIES = "orchestrator.policy.planners"
 

@@ -20,9 +20,12 @@ from orchestrator.bench.config import (
     parse_rung,
 )
 from orchestrator.bench.metrics import (
+    BOTORCH_ARMS,
     acceleration,
     best_at_budget,
+    botorch_reference,
     experiments_to_hit,
+    paired_geomean_ratio,
     summarise,
 )
 from orchestrator.bench.problem import BenchProblem, load_problem, pool_spec, top_set
@@ -32,10 +35,12 @@ from orchestrator.bench.runner import (
     run_arm,
     run_bench,
     summarise_runs,
+    versus_botorch,
 )
 
 __all__ = [
     "ARM_NAMES",
+    "BOTORCH_ARMS",
     "BenchConfig",
     "BenchError",
     "BenchProblem",
@@ -44,8 +49,10 @@ __all__ = [
     "arm_spec",
     "acceleration",
     "best_at_budget",
+    "botorch_reference",
     "experiments_to_hit",
     "load_problem",
+    "paired_geomean_ratio",
     "parse_objective",
     "parse_rung",
     "pool_spec",
@@ -54,4 +61,5 @@ __all__ = [
     "summarise",
     "summarise_runs",
     "top_set",
+    "versus_botorch",
 ]

@@ -22,10 +22,12 @@ from vocabulary.domain import SetupError
 
 __all__ = ["ARM_NAMES", "BenchConfig", "BenchError", "RungColumn", "parse_objective", "parse_rung"]
 
-ARM_NAMES = ("bo", "bo-sf", "botorch", "cheap-first", "llm", "llm-shuffled", "random")
+ARM_NAMES = ("bo", "bo-sf", "botorch", "botorch-onehot", "cheap-first", "llm", "llm-shuffled", "random")
 """Campaign planners (``orchestrator.policy.planners``), each run as the spec's main arm with no control: ``bo`` (with the
 ladder: surveyed rungs as cold start and calibrated prior mean), ``bo-sf`` (the same on lab results only),
-``botorch`` (BoTorch SingleTaskGP + qLogNEI), ``cheap-first`` (the cheapest rung's ranking), ``llm`` (the
+``botorch`` (BoTorch SingleTaskGP + qLogNEI on the pool's features), ``botorch-onehot`` (the same on one-hot
+categories, SMILES columns included, and scaled numbers: BoTorch as a user sets it up for a reaction grid),
+``cheap-first`` (the cheapest rung's ranking), ``llm`` (the
 embedded-model arm), ``llm-shuffled`` (the same shown shuffled lab results), ``random``."""
 
 Direction = Literal["maximize", "minimize", "target"]

@@ -8,15 +8,22 @@ Example:
     (3, 4)
     >>> summarise([1, 2, 3, 4, 100])
     {'median': 3.0, 'iqr': [2.0, 4.0]}
+
+Ratios against BoTorch are against the better of the BoTorch arms that ran (``BOTORCH_ARMS``, ``botorch_reference``):
+beating a reference that was handed weaker inputs than a user would give it is not a win.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["acceleration", "best_at_budget", "experiments_to_hit", "summarise"]
+__all__ = ["BOTORCH_ARMS", "acceleration", "best_at_budget", "botorch_reference", "experiments_to_hit",
+           "paired_geomean_ratio", "reference_label", "summarise"]
+
+BOTORCH_ARMS = ("botorch", "botorch-onehot")
+"""The BoTorch reference arms: on the pool's own features, and on one-hot categories with scaled numbers."""
 
 
 def experiments_to_hit(order: Sequence[int], top: Collection[int], budget: int) -> int:
@@ -52,3 +59,41 @@ def acceleration(random_median: float, arm_median: float) -> float:
         6.0
     """
     return float(random_median) / float(arm_median)
+
+
+def botorch_reference(medians: Mapping[str, float | None]) -> str | None:
+    """The BoTorch arm a ratio is taken against: of the ``BOTORCH_ARMS`` with a median of lab experiments (fewer is
+    better), the one that needed fewest; a tie goes to ``botorch``; None when neither ran.
+
+    Example:
+        >>> botorch_reference({"bo": 9.0, "botorch": 14.0, "botorch-onehot": 11.5})
+        'botorch-onehot'
+        >>> botorch_reference({"botorch": 14.0, "botorch-onehot": 14.0}), botorch_reference({"bo": 3.0})
+        ('botorch', None)
+    """
+    ran = [(float(medians[arm]), k, arm) for k, arm in enumerate(BOTORCH_ARMS) if medians.get(arm) is not None]
+    return min(ran)[2] if ran else None
+
+
+def reference_label(arms: Collection[str]) -> str:
+    """What a table calls its BoTorch reference, given the arms that ran.
+
+    Example:
+        >>> reference_label(["bo", "botorch"]), reference_label(["botorch", "botorch-onehot"])
+        ('botorch', 'best of botorch, botorch-onehot')
+    """
+    ran = [arm for arm in BOTORCH_ARMS if arm in arms]
+    return ran[0] if len(ran) == 1 else "best of " + ", ".join(ran)
+
+
+def paired_geomean_ratio(arm: Sequence[float], reference: Sequence[float]) -> float:
+    """Geometric mean over paired seeds of ``arm[i] / reference[i]`` (lab experiments; below 1: the arm needs fewer).
+
+    Example:
+        >>> round(paired_geomean_ratio([5, 20], [10, 10]), 6)
+        1.0
+    """
+    a, r = np.asarray(arm, dtype=float), np.asarray(reference, dtype=float)
+    if a.shape != r.shape or not len(a):
+        raise ValueError(f"paired ratios need equal, non-empty seed lists; got {len(a)} and {len(r)} values")
+    return float(np.exp(np.mean(np.log(a / r))))

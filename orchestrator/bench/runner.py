@@ -7,8 +7,9 @@ screen, learn node and simulated lab as any campaign. The bench itself decides n
 ``closedloop run`` does, and a parity test keeps it so.
 
 Each worker process validates the spec and loads the pool once. A rich progress bar per arm goes to stderr. The
-report is a plain dict (``pool_size``, ``objective``, ``seeds``, ``lab_budget``, ``arms``, ``af_vs_random``; per
-arm ``per_seed.seeds`` and ``per_seed.measured``, the candidate ids in dispatch order), plus every run under ``runs``.
+report is a plain dict (``pool_size``, ``objective``, ``seeds``, ``lab_budget``, ``arms``, ``af_vs_random``,
+``vs_botorch``: every arm against the better of the BoTorch arms that ran; per arm ``per_seed.seeds`` and
+``per_seed.measured``, the candidate ids in dispatch order), plus every run under ``runs``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from orchestrator.bench.config import BenchConfig
 from orchestrator.bench.metrics import (
     acceleration,
     best_at_budget,
+    botorch_reference,
     experiments_to_hit,
+    paired_geomean_ratio,
+    reference_label,
     summarise,
 )
 from orchestrator.bench.problem import BenchProblem, load_problem
@@ -37,7 +41,7 @@ from orchestrator.policy.planners.bo import campaign_kernel
 from orchestrator.spec import CampaignSpec, validate_spec
 from vocabulary.events import batch_records
 
-__all__ = ["RunRecord", "arm_spec", "run_arm", "run_bench", "summarise_runs"]
+__all__ = ["RunRecord", "arm_spec", "run_arm", "run_bench", "summarise_runs", "versus_botorch"]
 
 _WORKER: dict[str, Any] = {}
 
@@ -160,6 +164,7 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
         "batch": problem.spec.planner.batch_size,
         "arms": arms,
         "af_vs_random": af,
+        "vs_botorch": versus_botorch(arms),
         "n_top1": len(top1),
         "n_top5": len(top5),
         **({"n_in_window": len(window)} if window is not None else {}),
@@ -182,6 +187,30 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
                   "rung_cost_s": r.rung_cost_s, "n_rung_evaluations": r.n_rung_evaluations, "notes": r.notes}
                  for r in records],
     }
+
+
+def versus_botorch(arms: dict[str, Any]) -> dict[str, Any]:
+    """Every other arm against the better BoTorch arm (``metrics.botorch_reference``, by median lab experiments to a
+    top-1 % candidate): the ratio of medians and, on the seeds both ran, the paired geometric mean; {} without one.
+
+    The per-arm numbers stay under ``arms``; this only says which reference the ratios use (``reference``, ``label``).
+    """
+    reference = botorch_reference({arm: s["experiments_to_top1"]["median"] for arm, s in arms.items()})
+    if reference is None:
+        return {}
+    ref = arms[reference]
+    ref_by_seed = dict(zip(ref["per_seed"]["seeds"], ref["per_seed"]["experiments_to_top1"], strict=True))
+    median_ratio, paired = {}, {}
+    for arm, s in arms.items():
+        if arm == reference:
+            continue
+        median_ratio[arm] = s["experiments_to_top1"]["median"] / ref["experiments_to_top1"]["median"]
+        pairs = [(n, ref_by_seed[seed]) for seed, n in zip(s["per_seed"]["seeds"], s["per_seed"]["experiments_to_top1"],
+                                                          strict=True) if seed in ref_by_seed]
+        if pairs:
+            paired[arm] = paired_geomean_ratio(*zip(*pairs, strict=True))
+    return {"reference": reference, "label": reference_label(arms), "metric": "experiments_to_top1",
+            "median_ratio": median_ratio, "paired_geomean_ratio": paired}
 
 
 def run_bench(config: BenchConfig, *, show_progress: bool = True) -> dict[str, Any]:

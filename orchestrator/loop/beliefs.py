@@ -37,8 +37,8 @@ def rung_calibrations(ctx: CampaignContext) -> dict[str, RungCalibration]:
     Values, not utilities: a target window's utility ``-|v - t|`` folds both sides of the target together, so among
     candidates near the window a rung that predicts the value well looks like noise in utility (FreeSolv's GAFF:
     ρ 0.94 on values, about 0 on utilities). A rung's prediction of the lab utility is the utility of its
-    calibrated value. The line is shrunk towards the identity on the scale of the rung (over the pool when surveyed,
-    else over its lab pairs; ``escalation.shrunk_calibration``).
+    calibrated value. The line is shrunk on the scale of the rung (over the pool when surveyed, else over its lab
+    pairs; ``escalation.shrunk_calibration``), so it is the same in the lab's unit whatever unit the rung reports in.
     """
     from orchestrator.loop.ladder_view import ladder_view
 

@@ -18,6 +18,12 @@ in utility units, and the promotion score is ``voi / cost_s``. A rung whose pair
 ``min_informativeness`` with the lab (``RungCalibration.is_informative``) is skipped (by every arm: the screen treats the main arm and
 the control alike).
 
+Every rule here that reads a rung against the lab gives the same answer in any unit of the rung (``a · proxy + b``,
+a > 0: kJ or kcal/mol, another zero): the verdicts read ranks, the evidence (``probability_informative``) reads the
+correlation and the rung's spread over its pool, and the calibration (``shrunk_calibration``) is shrunk towards a line
+fitted on the rung standardised over its pool, so its values in the lab's unit, and hence every belief and promotion,
+are the same. A negative scale is a rung that disagrees with the lab: ruled out, and named (``runs_backwards``).
+
 Example:
     >>> calibration = calibrate_rung("gaff", [(0.0, 0.1), (1.0, 1.1), (2.0, 1.9), (3.0, 3.2), (4.0, 3.9)])
     >>> round(calibration.spearman, 2), calibration.is_informative()
@@ -36,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import norm, spearmanr
+from scipy.stats import t as student_t
 
 __all__ = [
     "Belief",
@@ -157,73 +164,106 @@ class RungCalibration:
                 "slope": self.slope, "residual_sd": self.residual_sd, "p_value": self.p_value}
 
 
+def _prior_line(x: np.ndarray, y: np.ndarray, spread: float, centre: float) -> tuple[float, float]:
+    """(value at ``centre``, slope) of the line the calibration is shrunk towards, in the lab's unit per rung unit.
+
+    The lab regressed on the rung standardised over the pool, ``z = (proxy − centre) / spread``, with the lab's
+    scale read from its pairs: ``lab ≈ ȳ + r₀ · s_y · (z − z̄)``. The standardised slope ``r₀`` is the pairs'
+    correlation (Spearman's ρ read on the Pearson scale by the Gaussian copula, ``2 sin(πρ/6)``, so one extreme pair
+    cannot set it), and never below escalation's optimistic prior ``PRIOR_INFORMATIVENESS``: a proxy estimates the
+    lab's property, and a handful of pairs the campaign chose at the rung's top carry a correlation that selection
+    has shrunk or turned (Berkson's bias); proof that a rung says nothing is ``is_informative``'s to give. Every term
+    moves with the rung (a > 0: ``centre``, ``spread`` and the slope per rung unit scale or shift with it), so the
+    line in the lab's unit is the same in any unit of the rung. One pair shows no spread of the lab: the rung keeps
+    its declared unit (slope 1, as the cold start reads it), through the pair.
+    """
+    if len(x) == 1:
+        return float(y[0] + (centre - x[0])), 1.0
+    s_y = float(np.std(y))
+    rho = float(spearmanr(x, y).statistic) if np.ptp(x) > 0 and s_y > 0 else math.nan
+    r0 = max(2.0 * math.sin(math.pi * rho / 6.0), PRIOR_INFORMATIVENESS) if math.isfinite(rho) else (
+        PRIOR_INFORMATIVENESS)
+    slope = r0 * s_y / spread
+    return float(np.mean(y) + slope * (centre - float(np.mean(x)))), slope
+
+
 def shrunk_calibration(proxy: Sequence[float], lab: Sequence[float], spread: float,
                        centre: float = 0.0) -> tuple[float, float]:
-    """(intercept, slope) of ``lab ≈ intercept + slope · proxy``, shrunk towards the identity.
+    """(intercept, slope) of ``lab ≈ intercept + slope · proxy``, shrunk towards a line that holds in any unit.
 
-    A proxy rung reports the lab's property in its unit, so the identity is the prior, with the weight of one pair
-    (Kass & Wasserman's unit-information prior): in the rung's centred coordinates, ``lab ≈ a + m · (proxy −
-    centre)`` with prior mean (centre, 1) and prior precision diag(1, spread²), in units of the residual variance
-    (a conjugate normal-inverse-gamma model, so the posterior mean needs no noise estimate). ``spread`` and
-    ``centre`` are the rung's sd and mean over the candidates it has seen. No pair gives the identity; a few pairs
-    cannot swing the line as least squares does; many give nearly least squares.
+    The prior line (``_prior_line``) is the lab on the rung standardised over the pool, with slope the pairs' rank
+    correlation (at least the optimistic ``PRIOR_INFORMATIVENESS``) in the lab's sd, through the pairs' means; its
+    weight is one pair's (Kass & Wasserman's unit-information prior): in the rung's centred coordinates, ``lab ≈ a +
+    m · (proxy − centre)`` with prior precision diag(1, spread²), in units of the residual variance (a conjugate
+    normal-inverse-gamma model, so the posterior mean needs no noise estimate). ``spread`` and ``centre`` are the
+    rung's sd and mean over the candidates it has seen. A few pairs cannot swing the line as least squares does;
+    many give nearly least squares. The answer in the lab's unit is the same whatever affine unit the rung reports
+    in (a positive scale and any offset); no pair gives the rung as it stands (0, 1).
 
     Example:
         >>> shrunk_calibration([], [], 1.0)
         (0.0, 1.0)
         >>> b, m = shrunk_calibration([0.0, 2.0], [1.0, 3.0], 1.0, centre=1.0)
         >>> round(b, 3), round(m, 3)
-        (0.667, 1.0)
+        (1.0, 1.0)
+        >>> b10, m10 = shrunk_calibration([5.0, 25.0], [1.0, 3.0], 10.0, centre=15.0)  # the same rung, 10x + 5
+        >>> round(b10 + m10 * 25.0, 3)  # predicts the same lab value
+        3.0
     """
+    x0, y = np.asarray(proxy, dtype=float), np.asarray(lab, dtype=float)
+    if len(x0) == 0:
+        return 0.0, 1.0
     spread = spread if spread > 0 and math.isfinite(spread) else 1.0
-    x = np.asarray(proxy, dtype=float) - centre
+    prior_mean = np.array(_prior_line(x0, y, spread, centre))
+    x = x0 - centre
     X = np.column_stack([np.ones(len(x)), x])
     prior_precision = np.diag([1.0, spread**2])
-    rhs = prior_precision @ np.array([centre, 1.0]) + X.T @ np.asarray(lab, dtype=float)
-    a, m = np.linalg.solve(prior_precision + X.T @ X, rhs)
+    a, m = np.linalg.solve(prior_precision + X.T @ X, prior_precision @ prior_mean + X.T @ y)
     return float(a - m * centre), float(m)
 
 
-def probability_informative(proxy: Sequence[float], lab: Sequence[float], spread: float,
-                            centre: float = 0.0) -> float:
-    """P(the lab depends on the rung | the pairs), by the Bayes factor of two conjugate linear models at even odds.
+def probability_informative(proxy: Sequence[float], lab: Sequence[float], spread: float | None = None) -> float:
+    """P(the lab rises with the rung | the pairs), by the Bayes factor of two linear models at even odds.
 
-    H1 is ``shrunk_calibration``'s model (``lab ≈ a + m · (proxy − centre)``, prior mean (centre, 1), prior precision
-    diag(1, spread²) in units of the residual variance); H0 drops the slope (``lab ≈ a + noise``, the same prior on
-    ``a``). With Jeffreys' prior on the residual variance, shared by both, each marginal likelihood is closed form
-    (a normal-inverse-gamma model), so the probability is exact for any number of pairs; no pair gives ½. A rung
-    that tracks the lab wins fast (its factor grows exponentially in the pairs); pure noise loses about as 1/√n
-    (P ≈ 0.3 on 5 pairs, 0.25 on 10), long before a test rules it out (about 35 pairs, ``is_informative``).
+    H1: ``lab ≈ a + m · proxy`` with ``m > 0``, a half-normal prior of scale σ/``spread`` on the slope (one pair's
+    weight on the scale of the rung over the pool, Kass & Wasserman's unit-information prior; ``spread`` None: over
+    its pairs, Zellner's g-prior with g = n), σ the residual sd; H0: ``lab ≈ a``. The intercept is flat and the
+    residual variance has Jeffreys' prior, both shared, so the factor is closed form: ``2 · B₁₀ · P(m > 0 | H1)``,
+    the two-sided factor of a conjugate slope times the posterior odds of its sign (a Student t). It depends on the
+    pairs only through their correlation and the rung's spread relative to its pool, so it is the same in any unit
+    of the rung (a positive scale, any offset) and of the lab; a rung in a reversed unit (a negative scale) is a rung
+    that disagrees, and loses as noise does. Fewer than 3 distinct pairs give ½. A rung that tracks the lab wins fast
+    (its factor grows exponentially in the pairs); pure noise loses about as 1/√n (P ≈ 0.4 on 5 random pairs, 0.33
+    on 10, 0.25 on 20), long before a test rules it out (about 35 pairs, ``is_informative``). Pairs all taken at the
+    rung's top (a cold start by the rung) carry little of this evidence: their spread is a sliver of the pool's.
 
     Example:
         >>> probability_informative([], [], 1.0)
         0.5
         >>> x = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
-        >>> probability_informative(x, [0.1, 1.2, 1.9, 3.1, 4.0, 5.2], 1.7) > 0.99
+        >>> probability_informative(x, [0.1, 1.2, 1.9, 3.1, 4.0, 5.2], 1.7) > 0.98
         True
-        >>> probability_informative(x, [2.0, 3.1, 1.0, 2.9, 1.1, 2.2], 1.7) < 0.2
+        >>> probability_informative(x, [2.0, 3.1, 1.0, 2.9, 1.1, 2.2], 1.7) < 0.3
+        True
+        >>> kj = [4.184 * v - 37.5 for v in x]  # the same rung in another unit and zero
+        >>> abs(probability_informative(kj, [2.0, 3.1, 1.0, 2.9, 1.1, 2.2], 4.184 * 1.7)
+        ...     - probability_informative(x, [2.0, 3.1, 1.0, 2.9, 1.1, 2.2], 1.7)) < 1e-9
         True
     """
-    y = np.asarray(lab, dtype=float)
-    if len(y) == 0:
+    x, y = np.asarray(proxy, dtype=float), np.asarray(lab, dtype=float)
+    n = len(y)
+    if n < 3:
         return 0.5
-    spread = spread if spread > 0 and math.isfinite(spread) else 1.0
-    x = np.asarray(proxy, dtype=float) - centre
-    with_slope = _log_evidence(np.column_stack([np.ones(len(x)), x]), y, np.array([centre, 1.0]),
-                               np.diag([1.0, spread**2]))
-    without = _log_evidence(np.ones((len(x), 1)), y, np.array([centre]), np.eye(1))
-    return float(1.0 / (1.0 + math.exp(min(max(without - with_slope, -700.0), 700.0))))
-
-
-def _log_evidence(X: np.ndarray, y: np.ndarray, prior_mean: np.ndarray, prior_precision: np.ndarray) -> float:
-    """log p(y) of ``y = X β + ε``, ``β ~ N(prior_mean, σ² prior_precision⁻¹)``, ``p(σ²) ∝ 1/σ²``, up to the terms
-    every such model of the same ``y`` shares (π^(−n/2) Γ(n/2))."""
-    posterior_precision = prior_precision + X.T @ X
-    posterior_mean = np.linalg.solve(posterior_precision, prior_precision @ prior_mean + X.T @ y)
-    residual = float(y @ y + prior_mean @ prior_precision @ prior_mean
-                     - posterior_mean @ posterior_precision @ posterior_mean)
-    return float(0.5 * (np.linalg.slogdet(prior_precision)[1] - np.linalg.slogdet(posterior_precision)[1])
-                 - 0.5 * len(y) * math.log(max(residual, 1e-300)))
+    xc, yc = x - x.mean(), y - y.mean()
+    sxx, sxy, sst = float(xc @ xc), float(xc @ yc), float(yc @ yc)
+    if sxx <= 0 or sst <= 0:
+        return 0.5
+    precision = spread**2 if spread is not None and spread > 0 and math.isfinite(spread) else sxx / n
+    residual = max(sst - sxy**2 / (precision + sxx), sst * 1e-15)
+    log_two_sided = 0.5 * math.log(precision / (precision + sxx)) + 0.5 * (n - 1) * math.log(sst / residual)
+    t_sign = sxy * math.sqrt(n - 1) / math.sqrt((precision + sxx) * residual)
+    log_factor = math.log(2.0) + log_two_sided + float(student_t.logcdf(t_sign, n - 1))
+    return float(1.0 / (1.0 + math.exp(min(max(-log_factor, -700.0), 700.0))))
 
 
 def calibrate_rung(rung: str, pairs: Sequence[tuple[float, float]], *, spread: float | None = None,
@@ -231,13 +271,17 @@ def calibrate_rung(rung: str, pairs: Sequence[tuple[float, float]], *, spread: f
     """Fit ``lab ≈ intercept + slope · proxy`` and the rank correlation on (proxy, lab) pairs.
 
     With ``spread`` (and ``centre``: the rung's sd and mean over the candidates it has seen, in its unit) the line is
-    shrunk towards the identity (``shrunk_calibration``); without, it is least squares. With fewer than 3 pairs the correlation is
-    unknown, and the map is the identity (or the shrunk line).
+    shrunk towards a line that holds in any unit of the rung (``shrunk_calibration``); without, it is least squares.
+    Both give the same calibrated values whatever affine unit the rung reports in (a positive scale, any offset).
+    With fewer than 3 pairs the correlation is unknown and the line is the shrunk one (on the scale of the pairs
+    when ``spread`` is None); with none it is the rung as it stands.
     """
     if len(pairs) < 3:
-        if spread is None or not pairs:
-            return RungCalibration(rung, len(pairs), None, 0.0, 1.0, None)
+        if not pairs:
+            return RungCalibration(rung, 0, None, 0.0, 1.0, None)
         x, y = np.asarray(pairs, dtype=float).T
+        if spread is None:
+            spread, centre = float(np.std(x)), float(np.mean(x))
         return RungCalibration(rung, len(pairs), None, *shrunk_calibration(x, y, spread, centre), None)
     x, y = np.asarray(pairs, dtype=float).T
     if np.ptp(x) == 0 or np.ptp(y) == 0:

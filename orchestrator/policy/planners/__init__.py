@@ -1,6 +1,8 @@
 """Planner arms: ``llm`` (a tool-using agent on any chat model), ``bo`` (pyro-ppl GP + batch log-EI, with the
 ladder's surveyed rungs as cold start and prior mean), ``bo-sf`` (the same without the ladder), ``random`` (the
-control), and the yardsticks ``cheap-first`` (the cheapest rung's order) and ``botorch`` (BoTorch's qLogNEI). Other arms (a lab's own heuristic, the red-team's adversarial policies) plug in with
+control), and the yardsticks ``cheap-first`` (the cheapest rung's order), ``botorch`` (BoTorch's qLogNEI) and
+``botorch-onehot`` (the same on one-hot categories and scaled numbers, as a user sets BoTorch up for a reaction
+grid). Other arms (a lab's own heuristic, the red-team's adversarial policies) plug in with
 ``register_planner``.
 
 Example:
@@ -78,6 +80,12 @@ def _botorch(spec) -> Planner:
     return BoTorchPlanner()
 
 
+def _botorch_onehot(spec) -> Planner:
+    from orchestrator.policy.planners.botorch_onehot import BoTorchOneHotPlanner
+
+    return BoTorchOneHotPlanner()
+
+
 BUILT_IN_ARMS: dict[str, PlannerFactory] = {
     "llm": _llm,
     "llm-shuffled": _llm_shuffled,  # the llm arm shown the lab results shuffled among the measured candidates
@@ -86,5 +94,6 @@ BUILT_IN_ARMS: dict[str, PlannerFactory] = {
     "random": lambda spec: RandomPlanner(),
     "cheap-first": _cheap_first,
     "botorch": _botorch,
+    "botorch-onehot": _botorch_onehot,  # botorch on one-hot categories (SMILES columns too) and scaled numbers
 }
 """The built-in arms' factories; ``orchestrator.planner_registry`` knows their names and calls these."""

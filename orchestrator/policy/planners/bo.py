@@ -20,8 +20,14 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from orchestrator.policy.planners.base import PlanningContext
+from orchestrator.policy.planners.kernel_choice import (
+    FittedOn,
+    choose_kernel,
+    continuous_columns,
+    fit_surrogate_state,
+)
 from orchestrator.policy.planners.random_arm import RandomPlanner
-from vocabulary.domain import Proposal, SetupError
+from vocabulary.domain import Proposal
 
 __all__ = ["BOPlanner", "LabUtilityModel", "PriorMean", "campaign_surrogate_state", "campaign_utility_model",
            "campaign_kernel", "choose_kernel", "cold_start_count", "continuous_columns", "fit_surrogate_state", "folded_utility_moments", "has_fitted_surrogate",
@@ -40,91 +46,13 @@ class PriorMean(Protocol):
         ...
 
 
-def choose_kernel(kind: str, requested: str, features=None, feature_kinds=None) -> str:
-    """The surrogate's kernel: ``requested``, or for ``auto``:
-
-    - Tanimoto on molecular fingerprints, and on a feature matrix of 0/1 bits only (a conditions pool's Morgan bits
-      and one-hot codes);
-    - Tanimoto × Matérn-5/2 (``tanimoto_matern52``) on a conditions pool whose columns hold molecules (SMILES) and
-      numbers (``feature_kinds``, ``features.featurise_columns``): a set similarity for the molecules, a lengthscale
-      for each number. Matérn-5/2 alone over a thousand fingerprint bits and a temperature spreads its lengthscales
-      over the bits and learns little from a few dozen results (orchestrator/policy/planners/DECISIONS.md);
-    - Matérn-5/2 otherwise (numbers, compositions, a pool streamed in chunks).
-
-    ``features`` is the whole pool's matrix: a subset of rows can look like bits when a number column takes only its
-    two extremes there.
-
-    Example:
-        >>> choose_kernel("conditions", "auto", np.array([[0.0, 1.0], [1.0, 0.0]]))
-        'tanimoto'
-        >>> choose_kernel("conditions", "auto", np.array([[0.0, 0.5], [1.0, 0.0]])), choose_kernel("molecule", "auto")
-        ('matern52', 'tanimoto')
-        >>> choose_kernel("conditions", "auto", np.array([[0.0, 0.5], [1.0, 0.0]]), np.array(["smiles", "numeric"]))
-        'tanimoto_matern52'
-    """
-    if requested == "tanimoto_matern52":
-        _check_product_kernel(feature_kinds)
-    if requested != "auto":
-        return requested
-    if kind == "molecule":
-        return "tanimoto"
-    if feature_kinds is not None and "smiles" in set(feature_kinds) and len(continuous_columns(feature_kinds)):
-        return "tanimoto_matern52"
-    if isinstance(features, np.ndarray) and features.size > 0 and bool(np.all((features == 0) | (features == 1))):
-        return "tanimoto"
-    return "matern52"
-
-
-def _check_product_kernel(feature_kinds) -> None:
-    """Refuse ``kernel = "tanimoto_matern52"`` on a pool it cannot split: it needs the pool's columns read by kind
-    (a conditions pool, not streamed), with at least one column of bits (SMILES or categories) and one of numbers."""
-    kinds = [] if feature_kinds is None else list(feature_kinds)
-    bits = [k for k in kinds if k in ("smiles", "categorical")]
-    if not kinds or not bits or not continuous_columns(kinds):
-        found = ", ".join(sorted(set(kinds))) or "no columns read by kind (a molecule pool, or one streamed in chunks)"
-        raise SetupError(f"[planner] kernel = 'tanimoto_matern52' needs a conditions pool whose columns hold bits "
-                         f"(SMILES or categories) and numbers; this pool has {found}. Use kernel = 'auto', which "
-                         "chooses by the pool's columns")
-
-
-def continuous_columns(feature_kinds, n_features: int | None = None) -> list[int]:
-    """The features a ``tanimoto_matern52`` kernel scales (numbers and compositions), and any column past the pool's
-    own (``n_features``: a rung appended as an input is a number).
-
-    Example:
-        >>> continuous_columns(np.array(["smiles", "numeric", "categorical", "formula"]), 5)
-        [1, 3, 4]
-    """
-    kinds = list(feature_kinds)
-    own = [i for i, kind in enumerate(kinds) if kind in ("numeric", "formula")]
-    return own + list(range(len(kinds), n_features or len(kinds)))
-
-
 def campaign_kernel(spec, pool) -> str:
     """The kernel a campaign's surrogate uses on ``pool`` (``choose_kernel`` on the pool's features): the learn node,
-    an import's warm start and the bench's report all ask here."""
+    an import's warm start and the bench's report all ask here. ``evidence`` stays ``evidence``: the kernel is then
+    chosen at each refit (``campaign_surrogate_state``), and a ladder prior enters as the GP's mean, not as a feature
+    (``ladder_prior.prior_form``), so that every candidate is scored on the same targets."""
     return choose_kernel(spec.campaign.kind, spec.planner.kernel, getattr(pool, "features", None),
                          getattr(pool, "feature_kinds", None))
-
-
-FittedOn = Literal["utility", "value"]
-
-
-def fit_surrogate_state(X: np.ndarray, y: np.ndarray, *, kernel: str, seed: int,
-                        fitted_on: FittedOn = "utility", continuous: list[int] | None = None) -> dict[str, Any]:
-    """Fit the GP on lab data (features ``X``, targets ``y``) and return its JSON-serialisable hyperparameters.
-
-    The hyperparameters are the MAP under BoTorch's default priors (``GPSurrogate.fit(priors=True)``), found by
-    L-BFGS; Matérn-5/2 gets one lengthscale per feature (ARD). Measured on the discovery benchmarks against the plain
-    marginal-likelihood fit with one lengthscale (``orchestrator/DECISIONS.md``). ``fitted_on`` says whether ``y``
-    are utilities or values (objective unit); it is stored in the state, since the state's output standardisation
-    only fits the same kind of numbers. ``continuous``: the Matérn factor's columns of ``tanimoto_matern52``.
-    """
-    from orchestrator.policy.planners.surrogate import GPSurrogate
-
-    state = GPSurrogate.fit(X, y, kernel=kernel, seed=seed, ard=kernel == "matern52", priors=True,
-                            optimizer="lbfgs", continuous=continuous).hyperparameters
-    return {**state, "fitted_on": fitted_on}
 
 
 def surrogate_fits_values(spec) -> bool:
@@ -142,6 +70,8 @@ def campaign_surrogate_state(spec, X: np.ndarray, values: np.ndarray, *, seed: i
     the unit fitted on), the GP is fitted on the residuals and the prior is recorded in the state. ``kernel``: the
     campaign's (``campaign_kernel``, judged on the whole pool); None judges ``X`` alone. ``feature_kinds``: the
     pool's (``Pool.feature_kinds``), which say the columns of a ``tanimoto_matern52`` kernel's Matérn factor.
+    ``evidence``: the candidate kernel with the best leave-one-out predictive density on these targets
+    (``kernel_evidence.fit_by_evidence``), recorded in the state's ``kernel_evidence``.
     """
     kernel = kernel or choose_kernel(spec.campaign.kind, spec.planner.kernel, X, feature_kinds)
     continuous = continuous_columns(feature_kinds, X.shape[1]) if kernel == "tanimoto_matern52" else None
@@ -150,8 +80,14 @@ def campaign_surrogate_state(spec, X: np.ndarray, values: np.ndarray, *, seed: i
     y = values if fits_values else np.asarray([spec.objective.utility(v) for v in values], dtype=float)
     if prior is not None and prior_train is not None:
         y = y - np.asarray(prior_train, dtype=float)
-    state = fit_surrogate_state(X, y, kernel=kernel, seed=seed, fitted_on="value" if fits_values else "utility",
-                                continuous=continuous)
+    fitted_on: FittedOn = "value" if fits_values else "utility"
+    if kernel == "evidence":
+        from orchestrator.policy.planners.kernel_evidence import fit_by_evidence
+
+        state = fit_by_evidence(X, y, kind=spec.campaign.kind, feature_kinds=feature_kinds, seed=seed,
+                                fitted_on=fitted_on)
+    else:
+        state = fit_surrogate_state(X, y, kernel=kernel, seed=seed, fitted_on=fitted_on, continuous=continuous)
     return {**state, "prior": prior} if prior is not None else state
 
 

@@ -153,7 +153,8 @@ def _train_lbfgs(torch, model, X_t, y_t, jitter: float, n_steps: int, priors: bo
         else:
             similarity, X_scaled = None, X_t
     inputs = GPLossInputs(X=X_scaled.numpy(), y=y_t.numpy(), jitter=jitter, noise_floor=NOISE_FLOOR, priors=priors,
-                          similarity=None if similarity is None else similarity.numpy())
+                          similarity=None if similarity is None else similarity.numpy(),
+                          shape=getattr(model.kernel, "shape", "matern52"))
     optimizer = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=n_steps, line_search_fn="strong_wolfe",
                                   tolerance_grad=1e-6, tolerance_change=1e-9)
     losses: list[float] = []

@@ -8,8 +8,9 @@ other for every kernel, with and without priors.
 
 Conventions (pyro's): ``noise = floor + exp(raw_noise)``, ``variance = exp(raw_variance)``,
 ``lengthscale = exp(raw_lengthscale)``; Matérn-5/2 ``k = variance · (1 + s + 5/3 r²) · exp(−s)`` with
-``s = √5 · √(r² + 1e-12)`` and ``r²`` the squared distance over lengthscales; Tanimoto ``k = variance · S``; their
-product ``k = S ⊙ Matérn`` (``X`` then holds the continuous columns only, and ``S`` is the bits' similarity).
+``s = √5 · √(r² + 1e-12)`` and ``r²`` the squared distance over lengthscales (RBF: ``k = variance · exp(−r²/2)``);
+Tanimoto ``k = variance · S``; their product ``k = S ⊙ Matérn`` (``X`` then holds the continuous columns only, and
+``S`` is the bits' similarity).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class GPLossInputs:
     jitter: float
     noise_floor: float
     priors: bool
+    shape: str = "matern52"
+    """The distance kernel with lengthscales: ``matern52`` or ``rbf`` (``k = variance · exp(−r²/2)``)."""
 
     @functools.cached_property
     def X_squared(self) -> np.ndarray:
@@ -100,7 +103,11 @@ def _loss_and_gradient(inputs: GPLossInputs, raw_noise: float, raw_variance: flo
         A = X / lengthscale
         sq = np.sum(A * A, axis=1)
         r2 = np.clip(sq[:, None] - 2.0 * (A @ A.T) + sq[None, :], 0.0, None)
-        k, dk_dr2 = _matern52(r2, variance)
+        if inputs.shape == "rbf":
+            k = variance * np.exp(-0.5 * r2)
+            dk_dr2 = -0.5 * k
+        else:
+            k, dk_dr2 = _matern52(r2, variance)
         if inputs.similarity is not None:  # Tanimoto × Matérn
             k, dk_dr2 = k * inputs.similarity, dk_dr2 * inputs.similarity
 

@@ -1,7 +1,7 @@
 """The GP surrogate's kernels on ``pyro.contrib.gp``: pyro's Matern52 with cached squared distances (one shared
-lengthscale, or one per feature), a Tanimoto kernel for fingerprints (pyro has none), and their product for a pool
-of molecules and numbers (Tanimoto on the bits times Matérn-5/2 on the numbers, as GAUCHE and BoTorch's mixed
-models combine kernels over groups of inputs).
+lengthscale, or one per feature), the squared-exponential (``rbf``) on the same distances, a Tanimoto kernel for
+fingerprints (pyro has none), and their product for a pool of molecules and numbers (Tanimoto on the bits times
+Matérn-5/2 on the numbers, as GAUCHE and BoTorch's mixed models combine kernels over groups of inputs).
 
 The classes are defined on first use (``kernel_classes``), so importing this module does not import torch or pyro.
 """
@@ -15,12 +15,14 @@ from vocabulary.domain import SetupError, import_optional
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["KERNEL_NAMES", "SCALED_KERNELS", "KernelName", "freeze", "kernel_classes", "make_kernel", "require_torch_pyro"]
+__all__ = ["DISTANCE_KERNELS", "KERNEL_NAMES", "SCALED_KERNELS", "KernelName", "freeze", "kernel_classes", "make_kernel", "require_torch_pyro"]
 
-KernelName = Literal["matern52", "tanimoto", "tanimoto_matern52"]
-KERNEL_NAMES = ("matern52", "tanimoto", "tanimoto_matern52")
-"""Kernels with lengthscales: ``matern52`` and ``tanimoto_matern52`` (one per continuous feature)."""
-SCALED_KERNELS = ("matern52", "tanimoto_matern52")
+KernelName = Literal["matern52", "rbf", "tanimoto", "tanimoto_matern52"]
+KERNEL_NAMES = ("matern52", "rbf", "tanimoto", "tanimoto_matern52")
+"""Kernels with lengthscales: ``matern52``, ``rbf`` and ``tanimoto_matern52`` (one per continuous feature)."""
+SCALED_KERNELS = ("matern52", "rbf", "tanimoto_matern52")
+"""Kernels on distances alone (no bits): any real features, one lengthscale per feature with ARD."""
+DISTANCE_KERNELS = ("matern52", "rbf")
 
 
 def require_torch_pyro() -> tuple[Any, Any, Any]:
@@ -79,6 +81,7 @@ def kernel_classes() -> dict[str, type]:
     class Matern52(gp.kernels.Matern52):
         """pyro's Matern52 with cached squared distances for a scalar lengthscale, or one lengthscale per feature."""
 
+        shape = "matern52"  # read by the closed-form fit (``gp_gradients``)
         _slice_input = slice_input
 
         def forward(self, X, Z=None, diag=False):
@@ -113,6 +116,15 @@ def kernel_classes() -> dict[str, type]:
                 raise ValueError("Inputs must have the same number of features.")
             squared = (A * A).sum(1, keepdim=True) - 2 * A.matmul(B.t()) + (B * B).sum(1, keepdim=True).t()
             return squared.clamp(min=0)
+
+    class RBF(Matern52):
+        """The squared-exponential kernel ``variance · exp(-r² / 2)`` on Matern52's cached (or ARD-scaled) squared
+        distances, as pyro's RBF computes it."""
+
+        shape = "rbf"  # read by the closed-form fit (``gp_gradients``)
+
+        def covariance(self, X, Z=None, *, variance, lengthscale):
+            return variance * torch.exp(-0.5 * self._square_scaled_dist_by(X, Z, lengthscale))
 
     class Tanimoto(gp.kernels.Kernel):
         r"""Tanimoto (Jaccard) kernel for non-negative features such as fingerprints.
@@ -181,7 +193,7 @@ def kernel_classes() -> dict[str, type]:
             Zc = None if Z is None else cached(self, "_cached_continuous_Z", Z, None, lambda A, _: self.split(A)[1])
             return variance * self.similarity(X, Z) * matern52_unit(Xc, Zc, lengthscale)
 
-    _KERNEL_CLASSES.update(matern52=Matern52, tanimoto=Tanimoto, tanimoto_matern52=TanimotoMatern52)
+    _KERNEL_CLASSES.update(matern52=Matern52, rbf=RBF, tanimoto=Tanimoto, tanimoto_matern52=TanimotoMatern52)
     return _KERNEL_CLASSES
 
 
@@ -190,9 +202,9 @@ def make_kernel(kernel: KernelName, n_features: int, variance: float, lengthscal
     """The kernel module; ``continuous`` (``tanimoto_matern52`` only): the columns of its Matérn factor."""
     torch, _, _ = require_torch_pyro()
     variance_t = torch.tensor(variance, dtype=torch.float64)
-    if kernel == "matern52":
+    if kernel in DISTANCE_KERNELS:
         lengthscale_t = torch.tensor(lengthscale, dtype=torch.float64)
-        return kernel_classes()["matern52"](input_dim=n_features, variance=variance_t, lengthscale=lengthscale_t)
+        return kernel_classes()[kernel](input_dim=n_features, variance=variance_t, lengthscale=lengthscale_t)
     if kernel == "tanimoto":
         return kernel_classes()["tanimoto"](input_dim=n_features, variance=variance_t)
     if kernel == "tanimoto_matern52":

@@ -7,15 +7,17 @@ Which rung, decided when the surrogate is fitted (``choose_prior``) and recorded
 that state (the planners, the screen's beliefs, the llm arm's tools) conditions on the same prior:
 
 - with fewer than ``screening.min_pairs`` lab results, the dearest surveyed rung (the ladder's premise: a dearer
-  rung is the higher fidelity; a proxy rung reports the lab's property in its unit): escalation's optimistic prior,
-  corrected by every pair as it arrives;
+  rung is the higher fidelity): escalation's optimistic prior, calibrated on every pair as it arrives (with no pair,
+  the rung as it stands);
 - afterwards, among the rungs that are informative (``RungCalibration.is_informative``: ρ ≥
   ``screening.min_informativeness`` and significant), the one with the largest ρ; with none proved yet, the
   dearest rung that the pairs have not ruled out (``is_calibrated`` False);
 - every rung ruled out: no prior, and the planner is plain BO on the lab data.
 
-Calibrations are value on value (a target window's fold stays out of the fit), shrunk towards the identity
-(``escalation.shrunk_calibration``), so a handful of extreme pairs cannot swing the line.
+Calibrations are value on value (a target window's fold stays out of the fit), shrunk towards the lab regressed on
+the rung standardised over the pool (``escalation.shrunk_calibration``), so a handful of extreme pairs cannot swing
+the line, and the prior in the lab's unit, the choice of rung and its ``evidence`` are the same whatever affine unit
+the rung reports in.
 
 The chosen rung enters the GP in one of two **forms** (``prior_form``), by the kernel:
 
@@ -36,8 +38,8 @@ Example:
     >>> spec = SimpleNamespace(objective=objective, screening=screening)
     >>> rung = {"cheap": np.arange(10.0)}
     >>> prior = choose_prior(rung, np.arange(6), 2 * np.arange(6.0) + 1, spec)
-    >>> prior["rung"], round(prior["slope"], 2), round(prior["intercept"], 2)  # 2 · rung + 1, shrunk to the identity
-    ('cheap', 1.39, 1.9)
+    >>> prior["rung"], round(prior["slope"], 2), round(prior["intercept"], 2)  # 2 · rung + 1, shrunk on 6 pairs
+    ('cheap', 1.68, 1.67)
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def _chosen_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.nda
         known = np.isfinite(values[observed])
         finite = values[np.isfinite(values)]
         calibrations[name] = calibrate_rung(name, list(zip(values[observed][known], lab_values[known], strict=True)),
-                                            spread=float(np.std(finite)) if len(finite) > 1 else 1.0,
+                                            spread=float(np.std(finite)) if len(finite) > 1 else None,
                                             centre=float(np.mean(finite)) if len(finite) else 0.0)
     numbers = {name: c.as_numbers() for name, c in calibrations.items()}
     if len(observed) < screening.min_pairs:  # too few pairs to judge: the highest-fidelity rung, as it stands
@@ -124,14 +126,13 @@ def _chosen_prior(rung_values: Mapping[str, np.ndarray] | None, observed: np.nda
 
 
 def _evidence(values: np.ndarray, observed: np.ndarray, lab_values: np.ndarray) -> float:
-    """P(the lab depends on this rung | its pairs so far) (``escalation.probability_informative``, on the scale of
+    """P(the lab rises with this rung | its pairs so far) (``escalation.probability_informative``, on the scale of
     the rung over the pool, as its calibration): how much of a batch ``bo.rung_slots`` gives the rung's order."""
     values = np.asarray(values, dtype=float)
     finite = values[np.isfinite(values)]
     known = np.isfinite(values[observed])
     return probability_informative(values[observed][known], np.asarray(lab_values, dtype=float)[known],
-                                   spread=float(np.std(finite)) if len(finite) > 1 else 1.0,
-                                   centre=float(np.mean(finite)) if len(finite) else 0.0)
+                                   spread=float(np.std(finite)) if len(finite) > 1 else None)
 
 
 def _fill(values: np.ndarray) -> float:

@@ -40,6 +40,7 @@ __all__ = [
     "EMBEDDED_MODEL_FILE",
     "LlamaCppChatModel",
     "call_metadata",
+    "check_chat_model",
     "embedded_model_path",
     "json_grammar",
     "load_chat_model",
@@ -321,6 +322,74 @@ def load_chat_model(
     except Exception as exc:  # provider clients refuse to start without credentials
         raise SetupError(f"cannot create the chat model {name!r} ({type(exc).__name__}); set the provider's API key "
                          "in the environment (e.g. OPENAI_API_KEY; any value for a local server)") from exc
+
+
+GGUF_MAGIC = b"GGUF"
+"""The first four bytes of every GGUF file."""
+
+
+def check_chat_model(model: str | None) -> None:
+    """Refuse, before a campaign runs, a ``model`` string that could never answer: without loading weights or
+    calling anyone (no credentials needed), so that a campaign never dispatches lab work it cannot plan on.
+
+    - ``None``/``"embedded"`` and ``.gguf`` paths: the file exists and starts with the GGUF magic bytes, and
+      llama-cpp-python is installed.
+    - ``"provider:model"``: LangChain knows the provider (or infers it from the model name) and its integration
+      package is installed.
+
+    Raises:
+        SetupError: one line saying what is wrong and how to fix it.
+
+    Example:
+        >>> check_chat_model("opnai:gpt-4o-mini")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        vocabulary.domain.SetupError: --model 'opnai:gpt-4o-mini': LangChain knows no provider 'opnai'; ...
+    """
+    if model is None or model.strip() in ("", "embedded"):
+        _check_gguf(embedded_model_path(), "the embedded planner model")
+        return
+    model = model.strip()
+    if model.lower().endswith(".gguf"):
+        path = Path(model).expanduser()
+        if not path.is_file():
+            raise SetupError(f"GGUF model file {model!r} does not exist; give an existing .gguf path or 'embedded'")
+        _check_gguf(path, f"--model {model!r}")
+        return
+    name, base_url = _split_base_url(model)
+    if base_url and ":" not in name:
+        name = f"openai:{name}"
+    chat_models = import_optional("langchain.chat_models.base", "llm", "provider models")
+    providers = getattr(chat_models, "_BUILTIN_PROVIDERS", None)
+    parse = getattr(chat_models, "_parse_model", None)
+    if providers is None or parse is None:  # another LangChain: create the model (no call is made)
+        load_chat_model(model)
+        return
+    try:
+        _, provider = parse(name, None)
+    except ValueError:
+        given = name.split(":", 1)[0] if ":" in name else None
+        what = f"knows no provider {given!r}" if given else f"cannot tell the provider of {name!r}"
+        raise SetupError(redact_urls_in(f"--model {model!r}: LangChain {what}; write it as 'provider:model' with one of "
+                                        f"{', '.join(sorted(providers))} (e.g. 'openai:gpt-4o-mini'), a .gguf path "
+                                        "or 'embedded'")) from None
+    package = providers.get(provider, (None,))[0]
+    if package and importlib.util.find_spec(package.split(".")[0]) is None:
+        hint = _PROVIDER_PACKAGES.get(provider, package.replace("_", "-"))
+        raise SetupError(f"the chat model {name!r} needs the {hint} package; install it with pip install {hint}")
+
+
+def _check_gguf(path: Path, what: str) -> None:
+    try:
+        with path.open("rb") as file:
+            magic = file.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise SetupError(f"{what}: cannot read {path} ({exc.strerror}); give a readable .gguf file") from None
+    if magic != GGUF_MAGIC:
+        raise SetupError(f"{what}: {path} is not a GGUF model file (it does not start with {GGUF_MAGIC!r}); give a "
+                         ".gguf file as llama.cpp writes them")
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise SetupError(f"local GGUF models need llama-cpp-python; install it with {_LLM_EXTRA_HINT}")
 
 
 # --------------------------------------------------------------------------------------------------- calls

@@ -62,35 +62,37 @@ def test_threshold_and_calibration():
 
 
 def test_the_probability_that_a_rung_is_informative_is_the_exact_bayes_factor_and_falls_fast_for_noise():
-    """The closed form agrees with the Bayes factor integrated numerically (over the slope, the intercept and the
-    residual variance), is invariant to the lab's unit, and separates noise from a real rung long before a test
-    could rule the noise out."""
+    """The closed form agrees with the Bayes factor integrated numerically (over the intercept, the positive slope and
+    the residual variance), is invariant to the lab's unit and the rung's, and separates noise from a real rung long
+    before a test could rule the noise out."""
     from scipy import stats
 
     x = np.array([0.3, -1.2, 0.8, 1.9, -0.4, 0.1, -0.9])
     y = np.array([1.1, -0.2, 0.4, 2.6, 0.9, 0.2, 0.5])
-    spread, centre = 1.1, 0.2
-    # Riemann sums on a grid over the intercept a, the slope m and log σ (Jeffreys' 1/σ² is flat in log σ)
-    a = np.linspace(-5.0, 6.0, 161)[:, None, None]
-    m = np.linspace(-5.0, 7.0, 161)[None, :, None]
-    sigma = np.exp(np.linspace(np.log(0.05), np.log(20.0), 161))[None, None, :]
-    residuals = y[:, None, None, None] - (a + m * (x - centre)[:, None, None, None])
-    log_likelihood = stats.norm.logpdf(residuals, 0.0, sigma).sum(axis=0)
-    prior_a = stats.norm.pdf(a, centre, sigma)
-    h1 = np.sum(np.exp(log_likelihood) * prior_a * stats.norm.pdf(m, 1.0, sigma / spread))
-    h1 = h1 * (m[0, 1, 0] - m[0, 0, 0])  # the slope's step; every other step is shared with H0
+    spread = 1.1
+    # Riemann sums on a grid over the intercept a (flat), the slope m > 0 (half-normal of scale σ / spread) and
+    # log σ (Jeffreys' 1/σ² is flat in log σ); the intercept's and σ's steps are shared with H0
+    a = np.linspace(-4.0, 5.0, 181)[:, None, None]
+    m = np.linspace(0.0, 6.0, 181)[None, 1:, None]
+    sigma = np.exp(np.linspace(np.log(0.05), np.log(20.0), 181))[None, None, :]
+    residuals = y[:, None, None, None] - (a + m * x[:, None, None, None])
+    likelihood = np.exp(stats.norm.logpdf(residuals, 0.0, sigma).sum(axis=0))
+    h1 = np.sum(likelihood * 2.0 * stats.norm.pdf(m, 0.0, sigma / spread)) * (m[0, 1, 0] - m[0, 0, 0])
     flat = stats.norm.logpdf(y[:, None, None] - a[:, :, 0][None], 0.0, sigma[0][None]).sum(axis=0)  # (a, σ)
-    h0 = np.sum(np.exp(flat) * prior_a[:, 0, :])
-    assert probability_informative(x, y, spread, centre) == pytest.approx(h1 / (h1 + h0), abs=2e-3)
+    h0 = np.sum(np.exp(flat))
+    assert probability_informative(x, y, spread) == pytest.approx(h1 / (h1 + h0), abs=2e-3)
     assert probability_informative([], [], spread) == 0.5
+    assert probability_informative(4.184 * x - 37.5, 10.0 * y + 3.0, 4.184 * spread) == pytest.approx(
+        probability_informative(x, y, spread), abs=1e-9)
     rng = np.random.default_rng(3)
     noise = [np.mean([probability_informative(rng.normal(size=n), rng.normal(size=n), 1.0) for _ in range(200)])
              for n in (5, 10, 30)]
-    assert noise[0] < 0.4 and noise[2] < noise[1] < noise[0]  # pure noise: doubted at once, more with every pair
+    assert noise[0] < 0.45 and noise[2] < noise[1] < noise[0]  # pure noise: doubted at once, more with every pair
     lab = rng.normal(size=15)
     rung = 0.8 * lab + 0.6 * rng.normal(size=15)  # ρ ≈ 0.8
-    p = probability_informative(rung, lab, float(np.std(rung)), float(np.mean(rung)))
-    assert p > 0.95 and probability_informative(rung, 3.0 * lab, float(np.std(rung)), float(np.mean(rung))) > 0.95
+    p = probability_informative(rung, lab, float(np.std(rung)))
+    assert p > 0.95 and probability_informative(rung, 3.0 * lab, float(np.std(rung))) > 0.95
+    assert probability_informative(-rung, lab, float(np.std(rung))) < 0.1  # a rung that disagrees is no proxy
 
 
 def test_an_uninformative_rung_is_measured_then_skipped_by_every_arm(tmp_path):

@@ -26,7 +26,8 @@ def _pyro_model(kernel_name: str, X: np.ndarray, y: np.ndarray, lengthscale, jit
     return model, X_t, y_t
 
 
-CASES = [("matern52", "ard"), ("matern52", "shared"), ("tanimoto", None), ("tanimoto_matern52", "ard")]
+CASES = [("matern52", "ard"), ("matern52", "shared"), ("rbf", "ard"), ("rbf", "shared"), ("tanimoto", None),
+         ("tanimoto_matern52", "ard")]
 N_NUMBERS = 5  # tanimoto_matern52: the last columns are numbers, the rest bits
 
 
@@ -35,7 +36,7 @@ N_NUMBERS = 5  # tanimoto_matern52: the last columns are numbers, the rest bits
 def test_closed_form_loss_and_gradient_equal_autograd(kernel_name, lengthscales, priors):
     rng = np.random.default_rng(3)
     n, d = 9, 17
-    X = (rng.random((n, d)) > 0.6).astype(float) if kernel_name != "matern52" else rng.normal(size=(n, d))
+    X = (rng.random((n, d)) > 0.6).astype(float) if kernel_name not in ("matern52", "rbf") else rng.normal(size=(n, d))
     continuous = list(range(d - N_NUMBERS, d)) if kernel_name == "tanimoto_matern52" else None
     if continuous:
         X[:, continuous] = rng.random((n, N_NUMBERS))
@@ -64,7 +65,7 @@ def test_closed_form_loss_and_gradient_equal_autograd(kernel_name, lengthscales,
             with torch.no_grad():
                 similarity, X_scaled = model.kernel.similarity(X_t).numpy(), X[:, continuous]
         inputs = GPLossInputs(X=X_scaled, y=y, similarity=similarity, jitter=jitter, noise_floor=gp_fitting.NOISE_FLOOR,
-                              priors=priors)
+                              priors=priors, shape="rbf" if kernel_name == "rbf" else "matern52")
         raw_lengthscale = params.raw("lengthscale").detach().numpy() if "lengthscale" in params else None
         loss, g_noise, g_variance, g_lengthscale = loss_and_gradient(
             inputs, params.raw("noise").item(), params.raw("variance").item(), raw_lengthscale)
