@@ -56,12 +56,15 @@ class TableOracle:
     @classmethod
     def from_csv(cls, path: str | Path, value_column: str, id_column: str = "id") -> TableOracle:
         """Read a table from a CSV file with a header; empty cells become NaN (no measurement)."""
-        with open(path, newline="") as handle:
+        with open(path, newline="", encoding="utf-8-sig") as handle:  # a byte-order mark is no column name
             reader = csv.DictReader(handle)
             columns = reader.fieldnames or []
             missing = [c for c in (id_column, value_column) if c not in columns]
             if missing:
-                raise SetupError(f"{path} has no column(s) {missing}; its columns are {columns}")
+                # quote a CSV's header, never another file's first line
+                from vocabulary.header_text import columns_text
+
+                raise SetupError(f"{path} has no column(s) {missing}; {columns_text(path, columns)}")
             values = {row[id_column]: (float(row[value_column]) if row[value_column] else math.nan) for row in reader}
         return cls(values, property=value_column)
 

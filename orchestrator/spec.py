@@ -34,6 +34,7 @@ from pydantic import (
 
 from vocabulary.directions import normalised_direction
 from vocabulary.domain import CandidateKind, SetupError, objective_utility
+from vocabulary.text_files import TextFileError, read_text_file
 
 __all__ = [
     "ApprovalSpec",
@@ -278,9 +279,10 @@ class PlannerSpec(_Spec):
     batch_size: int = Field(default=4, gt=0, description="lab experiments per iteration")
     n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")
     proposals_per_slot: int = Field(default=3, ge=1, description="proposals screened per lab slot (main arm)")
-    kernel: Literal["auto", "matern52", "tanimoto", "tanimoto_matern52"] = Field(
+    kernel: Literal["auto", "matern52", "rbf", "tanimoto", "tanimoto_matern52", "evidence"] = Field(
         default="auto", description="the surrogate's kernel; auto chooses by the pool's columns: tanimoto on bits, "
-                                    "tanimoto_matern52 on SMILES beside numbers, matern52 otherwise")
+                                    "tanimoto_matern52 on SMILES beside numbers, matern52 otherwise; evidence "
+                                    "chooses at each refit by leave-one-out predictive density on the lab data")
 
     @field_validator("main", "control")
     @classmethod
@@ -347,6 +349,7 @@ class CampaignSpec(_Spec):
         if self.lab.oracle_column and self.lab.oracle_column in described_by:
             raise ValueError(f"lab.oracle_column {self.lab.oracle_column!r} is also a space column: a candidate "
                              "described by its own lab value gives the planners the answer; take it out of the space")
+        self._no_rung_reads_the_truth()
         if self.space.generate:
             if self.campaign.kind == "conditions":
                 raise ValueError("space.generate is for molecules and materials; a conditions space is already a grid")
@@ -360,6 +363,18 @@ class CampaignSpec(_Spec):
         if self.lab.oracle_simulator and not self.lab.oracle_property:
             raise ValueError("lab.oracle_simulator needs lab.oracle_property: the simulator property the lab measures")
         return self
+
+    def _no_rung_reads_the_truth(self) -> None:
+        """A table rung that reads the lab's ground truth is a perfect rung by construction (a typo for the column
+        meant): refused, as a space column holding it is."""
+        truth = {self.lab.oracle_column: "lab.oracle_column"} if self.lab.oracle_column else {}
+        if self.lab.oracle is not None:
+            truth["_oracle"] = "the inline lab.oracle"  # where the pool holds the inline ground truth
+        for rung in self.ladder:
+            if rung.simulator == "table" and rung.column in truth:
+                raise ValueError(f"rung {rung.name!r} reads column {rung.column!r}, which is {truth[rung.column]}: the "
+                                 "lab's ground truth, so the rung would predict the lab perfectly; give the rung the "
+                                 "column of its own (cheaper) measurement")
 
     def resolve(self, path: str) -> Path:
         """A spec-relative path made absolute."""
@@ -449,15 +464,15 @@ def validate_spec(data: dict[str, Any], *, source: str = "<dict>") -> CampaignSp
 
 
 def load_spec(path: str | Path) -> CampaignSpec:
-    """Read a campaign TOML file. Relative paths inside it resolve against its directory."""
+    """Read a campaign TOML file (UTF-8, with or without a byte-order mark; any line ends). Relative paths inside it
+    resolve against its directory."""
     file = Path(path)
     if not file.is_file():
         raise SpecError(str(path), [("(file)", "no such file; give the path to a campaign TOML, e.g. campaigns/freesolv/campaign.toml")])
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        problem = f"is not UTF-8 text (byte {exc.start}: {exc.reason}); save the TOML as UTF-8"
-        raise SpecError(str(path), [("(file)", problem)]) from None
+        data = tomllib.loads(read_text_file(file))
+    except TextFileError as exc:  # a byte-order mark and CRLF line ends are no error
+        raise SpecError(str(path), [("(file)", exc.problem)]) from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(str(path), [("(toml)", f"{exc}; fix the TOML syntax")]) from exc
     data.setdefault("base_dir", str(file.resolve().parent))

@@ -48,6 +48,7 @@ from rewards.scorers import (
     scorer_names,
     takes_criterion,
 )
+from vocabulary.text_files import TextFileError, normalised_text, read_text_file
 
 __all__ = [
     "Category",
@@ -313,9 +314,9 @@ def load_rubric(source: str | os.PathLike[str]) -> Rubric:
         if not path.is_file():
             raise RewardSetupError(f"rubric file {str(path)!r} does not exist; check the path")
         try:
-            content = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise RewardSetupError(f"rubric file {str(path)!r} cannot be read ({exc}); save it as UTF-8 text") from exc
+            content = read_text_file(path)  # a byte-order mark and CRLF line ends are no error
+        except TextFileError as exc:
+            raise RewardSetupError(f"rubric file {str(path)!r} {exc.problem}") from None
         return parse_rubric(content, source=str(path))
     if text not in builtin_rubric_names():
         raise RewardSetupError(
@@ -344,7 +345,7 @@ def parse_rubric(toml_text: str, source: str = "<string>") -> Rubric:
         'none'
     """
     try:
-        data = tomllib.loads(toml_text)
+        data = tomllib.loads(normalised_text(toml_text))
     except tomllib.TOMLDecodeError as exc:
         raise RewardSetupError(f"rubric {source} is not valid TOML: {exc}; check quotes, brackets and '='") from exc
     fields = _fields_from_toml(data, source)

@@ -35,6 +35,7 @@ __all__ = [
     "JobStatus",
     "LLMCall",
     "LabBudgetChanged",
+    "PlannerModelChanged",
     "Observed",
     "Promoted",
     "Proposed",
@@ -519,6 +520,15 @@ class LabBudgetChanged(EventPayload):
     lab_experiments: int = Field(gt=0, description="the new lab budget, experiments")
     previous: int = Field(gt=0, description="the budget it replaced, experiments")
     n_dispatched: int = Field(ge=0, description="lab experiments dispatched when it changed")
+
+
+class PlannerModelChanged(EventPayload):
+    """The llm arm's model was changed on a resume, which is allowed while the campaign's model has never answered
+    (``closedloop run --resume ID --model M``). Readers of a campaign's spec apply it after ``CampaignStarted``'s."""
+
+    type: ClassVar[str] = "PlannerModelChanged"
+    model: str | None = Field(description="the new model, credentials redacted")
+    previous: str | None = Field(description="the model it replaced, as recorded")
 
 
 class CampaignStopped(EventPayload):

@@ -29,7 +29,12 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.bench.config import BenchConfig, BenchError
-from orchestrator.space.checks import csv_line_numbers, line_ranges, missing_column_hint
+from orchestrator.space.checks import (
+    check_csv_limits,
+    csv_line_numbers,
+    line_ranges,
+    missing_column_hint,
+)
 from orchestrator.space.features import NO_COMPONENT
 from orchestrator.space.pool import Pool, load_pool
 from orchestrator.spec import CampaignSpec, load_spec, validate_spec
@@ -107,6 +112,7 @@ def _read(config: BenchConfig) -> pd.DataFrame:
     path = Path(config.pool)
     if not path.is_file():
         raise BenchError("--pool", f"{path} does not exist; give a CSV file")
+    check_csv_limits(path, str(path), lambda message: BenchError("--pool", message))  # before pandas holds a row
     try:
         frame = pd.read_csv(path, encoding="utf-8-sig")
     except pd.errors.EmptyDataError as exc:
@@ -134,6 +140,11 @@ def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> None:
                                       "its own lab value gives every arm the answer. Leave it out"
                                       + (f", e.g. --id-cols {','.join(rest)}" if rest else ""))
     need("--rung", [r.column for r in config.rungs])
+    perfect = [r.name for r in config.rungs if r.column == config.objective_column]
+    if perfect:
+        raise BenchError("--rung", f"rung(s) {perfect} read {config.objective_column!r}, the objective's column: a "
+                                   "rung that reads the lab's answer predicts it perfectly; give each rung the column "
+                                   "of its own (cheaper) measurement")
     _check_numbers(frame, config.objective_column, "--objective", "the measured value")
     for rung in config.rungs:
         _check_numbers(frame, rung.column, "--rung", "the cheaper fidelity's numbers")

@@ -26,11 +26,14 @@ __all__ = ["FORMATS", "TRAJECTORY_SCHEMA_VERSION", "ExportFormat", "completion_t
            "prompt_text", "trajectory_records"]
 
 
-def export_campaign(ledger: Ledger, campaign_id: str, fmt: str, out_dir: str | Path) -> list[Path]:
-    """Write a campaign's rewarded trajectories in ``fmt`` into ``out_dir``; returns the paths written.
+def export_campaign(ledger: Ledger, campaign_id: str, fmt: str, out_dir: str | Path, *,
+                    force: bool = False) -> list[Path]:
+    """Write a campaign's rewarded trajectories in ``fmt`` into ``out_dir``; returns the paths written. Files of an
+    earlier export there are replaced only with ``force``; links, FIFOs and devices never are (``ledger.outputs``).
 
     Raises:
         SetupError: an unknown format, or a campaign with no rewarded trajectories (run it, or recompute first).
+        OutputPathError: (a ``SetupError``) something at ``out_dir`` or at one of the files may not be replaced.
         LedgerError: the campaign is not in the ledger.
     """
     if fmt not in FORMATS:
@@ -39,4 +42,4 @@ def export_campaign(ledger: Ledger, campaign_id: str, fmt: str, out_dir: str | P
     if not records:
         raise SetupError(f"campaign {campaign_id!r} has no rewarded trajectories to export; run it for at least one "
                          "iteration (rewards are recorded by the reward node)")
-    return write_format(fmt, records, Path(out_dir), ledger=ledger)
+    return write_format(fmt, records, Path(out_dir), ledger=ledger, force=force)

@@ -19,14 +19,26 @@
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.ledger.outputs import (
+    check_output_path,
+    check_output_tree,
+    output_dir,
+    publish_file,
+    publish_tree,
+)
 from vocabulary.domain import SetupError, import_optional
 
 __all__ = ["FORMATS", "ExportFormat", "write_format"]
+
+_DATASET_MARKER = "dataset_info.json"
+"""A file ``datasets.Dataset.save_to_disk`` always writes: a ``dataset/`` folder without it is not an export of ours."""
 
 ExportFormat = Literal["native", "trl-grpo", "trl-stepwise", "verifiers", "hf"]
 
@@ -190,12 +202,30 @@ FORMATS: dict[str, Callable[[list[dict[str, Any]], Path], list[Path]]] = {
 }
 
 
-def write_format(fmt: str, records: list[dict[str, Any]], out: Path, *, ledger: Any = None) -> list[Path]:
+def write_format(fmt: str, records: list[dict[str, Any]], out: Path, *, ledger: Any = None,
+                 force: bool = False) -> list[Path]:
     """Write ``records`` as ``fmt`` into ``out`` (created if needed); returns the paths written.
 
-    ``ledger`` (the records' ledger) is needed by ``trl-grpo``, whose prompts are rebuilt from it.
+    ``ledger`` (the records' ledger) is needed by ``trl-grpo``, whose prompts are rebuilt from it. The files are
+    written into a scratch folder inside ``out`` and published when all are complete (``ledger.outputs``): files of
+    an earlier export are replaced only with ``force``; a link, FIFO, device or foreign folder in their place, or an
+    ``out`` that is a file or a link, is refused, and then nothing is published.
     """
-    out.mkdir(parents=True, exist_ok=True)
-    if fmt == "trl-grpo":
-        return _grpo(records, out, ledger=ledger)
-    return FORMATS[fmt](records, out)
+    out = output_dir(out)
+    scratch = Path(tempfile.mkdtemp(prefix=".export.", suffix=".tmp", dir=out))
+    try:
+        written = _grpo(records, scratch, ledger=ledger) if fmt == "trl-grpo" else FORMATS[fmt](records, scratch)
+        targets = [out / path.relative_to(scratch) for path in written]
+        for path, target in zip(written, targets, strict=True):  # every check before the first publication
+            if path.is_dir():
+                check_output_tree(target, force=force, marker=_DATASET_MARKER)
+            else:
+                check_output_path(target, force=force)
+        for path, target in zip(written, targets, strict=True):
+            if path.is_dir():
+                publish_tree(path, target, force=force, marker=_DATASET_MARKER)
+            else:
+                publish_file(path, target, force=force)
+        return targets
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,6 +1,11 @@
 """The ``closedloop`` command line (typer): ``run``, ``simulate``, ``show`` and ``ls`` here, the other command groups in
 their own modules (``cli_serve``, ``cli_ledger``, ``cli_bench``, ``cli_rewards``), all registered on ``app``. Heavy
-imports happen inside the commands, so ``--help`` is fast."""
+imports happen inside the commands, so ``--help`` is fast.
+
+Every string a spec, a ledger or the command line put there (a campaign id or name, a label, an arm, a reason, a
+path) is printed through ``terminal_text.rich_safe``: its control characters show as escapes and rich markup in it
+prints as written; a command line it suggests is quoted for the shell (``shlex.quote``). ``--json`` prints the
+strings exact."""
 
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from orchestrator.interfaces.cli_serve import (
     worker,
 )
 from orchestrator.interfaces.event_text import describe_event
+from orchestrator.interfaces.terminal_text import rich_safe
 from vocabulary.domain import ClosedLoopError
 
 __all__ = ["app"]
@@ -40,13 +46,15 @@ app = typer.Typer(help="closedloop: closed-loop lab science, from proposal to ro
 app.add_typer(ledger_app, name="ledger")
 
 class _RedactingFilter(logging.Filter):
-    """Redacts the credentials of URLs in log records (httpx logs every request URL, userinfo included)."""
+    """Redacts the credentials of URLs in log records (httpx logs every request URL, userinfo included), and makes
+    what a spec or a ledger put in a message inert on the terminal (``terminal_text.terminal_safe_lines``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        from orchestrator.interfaces.terminal_text import terminal_safe_lines
         from vocabulary.domain import redact_urls_in
 
         message = record.getMessage()
-        redacted = redact_urls_in(message)
+        redacted = terminal_safe_lines(redact_urls_in(message))
         if redacted != message:
             record.msg, record.args = redacted, None
         return True
@@ -100,7 +108,7 @@ def run(
             campaign = Campaign.resume(resume, db=db, lab_budget=lab_budget, seed=seed, planner=planner,
                                        lab_url=lab_url, model=model)
             if lab_budget is not None and not as_json:
-                out.print(f"lab budget of {resume}: {campaign.spec.budget.lab_experiments} experiments")
+                out.print(f"lab budget of {rich_safe(resume)}: {campaign.spec.budget.lab_experiments} experiments")
         else:
             if spec is None:
                 fail("give a campaign spec, e.g. `closedloop run campaigns/freesolv/campaign.toml`, or --resume ID")
@@ -119,7 +127,8 @@ def run(
             campaign = Campaign.start(parsed, db=db, campaign_id=campaign_id, history=past)
             if campaign.imported is not None and not as_json:
                 imported = campaign.imported
-                out.print(f"imported {imported.n_appended} past result(s) from {history} ({imported.source})")
+                out.print(f"imported {imported.n_appended} past result(s) from {rich_safe(history)} "
+                          f"({rich_safe(imported.source)})")
         with campaign:
             answer = _parse_approval(approve)
             summary = _run_with_progress(campaign, max_steps=max_steps, approval=answer, by=by, quiet=as_json)
@@ -138,7 +147,7 @@ def run(
     if as_json:
         emit_json(summary)
     else:
-        _print_summary(summary)
+        _print_summary(summary, db=db)
     _exit_if_lab_failed(summary)
 
 
@@ -180,15 +189,15 @@ def _answer(question: dict[str, Any], *, yes: bool, interactive: bool, by: str |
         return True
     if not interactive:
         return None
-    console.print(f"(your answer is recorded as by {actor(by)}; set the name with --by)", highlight=False)
+    console.print(f"(your answer is recorded as by {rich_safe(actor(by))}; set the name with --by)", highlight=False)
     if is_approval:
         for key, label in zip(question["job_keys"], question.get("candidates", []), strict=False):
-            console.print(f"  {key}  {label}", highlight=False)
+            console.print(f"  {rich_safe(key)}  {rich_safe(label)}", highlight=False)
         reply = typer.prompt(f"approve these {len(question['job_keys'])} lab job(s)? [all/none/comma-separated keys]",
                              default="all")
         return _parse_approval(reply)
     for failure in question.get("failures", []):
-        console.print(f"  {failure['job_key']}: {failure['reason']}", highlight=False)
+        console.print(f"  {rich_safe(failure['job_key'])}: {rich_safe(failure['reason'])}", highlight=False)
     return typer.prompt("what should happen to these failed jobs? [retry/skip/abort]", default="retry")
 
 
@@ -218,7 +227,7 @@ def _run_with_progress(campaign, *, max_steps, approval, by: str | None = None, 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console, disable=quiet,
                   transient=False) as progress:
-        task = progress.add_task(f"{campaign.campaign_id}: lab experiments", total=budget,
+        task = progress.add_task(f"{rich_safe(campaign.campaign_id)}: lab experiments", total=budget,
                                  completed=campaign.ledger.campaign(campaign.campaign_id).n_lab - n_imported,
                                  status="")
 
@@ -231,11 +240,13 @@ def _run_with_progress(campaign, *, max_steps, approval, by: str | None = None, 
     return summary
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
+def _print_summary(summary: dict[str, Any], db: str | None = None) -> None:
+    """The run's tables; ``db`` is the ``--db`` the run was given, which a suggested command repeats (default: the
+    ledger's URL)."""
     objective = summary["objective"]
     goal = (f"{objective['direction']} {objective['property']}" if objective["direction"] != "target"
             else f"{objective['property']} within {objective['target']} ± {objective['tolerance']}")
-    table = Table(title=f"campaign {summary['campaign_id']}", show_header=False)
+    table = Table(title=f"campaign {rich_safe(summary['campaign_id'])}", show_header=False)
     best = summary["best"] or {}
     for name, value in [
         ("status", f"{summary['status']} ({summary.get('stop_reason') or 'not stopped'})"),
@@ -249,21 +260,36 @@ def _print_summary(summary: dict[str, Any]) -> None:
         ("ladder in the GP", _ladder_prior_text(summary.get("ladder_prior"))),
         ("ledger", summary["db"]),
     ]:
-        table.add_row(name, value)
+        table.add_row(name, rich_safe(value))
     out.print(table)
     arms = Table(title="main arm against control")
     for column in ("arm", "lab experiments", "best value", "experiments to its best"):
         arms.add_column(column)
     for arm, entry in summary["arms"].items():
         role = " (main)" if arm == summary["main_arm"] else " (control)" if arm == summary["control_arm"] else ""
-        arms.add_row(arm + role, str(entry["n_lab"]), fmt(entry["best_value"]), fmt(entry["experiments_to_best"]))
+        arms.add_row(rich_safe(arm + role), str(entry["n_lab"]), fmt(entry["best_value"]),
+                     fmt(entry["experiments_to_best"]))
     out.print(arms)
     if "main_beats_control" in summary:
-        out.print(_comparison_sentence(summary))
+        out.print(rich_safe(_comparison_sentence(summary)))
     if summary.get("approval"):
         keys = summary["approval"]["job_keys"]
         out.print(f"[yellow]waiting for approval of {len(keys)} lab job(s):[/] "
-                  f"closedloop run --resume {summary['campaign_id']} --db {summary['db']} --approve all")
+                  f"{rich_safe(resume_command(summary['campaign_id'], db or summary['db'], '--approve', 'all'))}",
+                  soft_wrap=True)
+
+
+def resume_command(campaign_id: str, db: str, *options: str) -> str:
+    """The ``closedloop run --resume`` line to paste, each argument quoted as the shell needs it (``shlex.quote``),
+    so an id or a path with ``$(...)``, spaces or quotes is one argument and runs nothing.
+
+    Example:
+        >>> resume_command("screen$(touch PWNED)", "my ledger.db", "--approve", "all")
+        "closedloop run --resume 'screen$(touch PWNED)' --db 'my ledger.db' --approve all"
+    """
+    import shlex
+
+    return shlex.join(["closedloop", "run", "--resume", campaign_id, "--db", db, *options])
 
 
 def _ladder_prior_text(prior: dict[str, Any] | None) -> str:
@@ -336,7 +362,7 @@ def simulate(
         table.add_column(column, overflow="fold")
     for r in rows:
         shown = ", ".join(f"{k}={v:.4g}" for k, v in r["properties"].items()) or (r["reason"] or "")
-        table.add_row(r["input"], r["rung"], r["status"], f"{r['wall_s']:.3f}", shown)
+        table.add_row(rich_safe(r["input"]), rich_safe(r["rung"]), r["status"], f"{r['wall_s']:.3f}", rich_safe(shown))
     out.print(table)
 
 
@@ -354,11 +380,11 @@ def show(
         emit_json([{"seq": e.seq, "type": e.type, "schema_version": e.schema_version, "actor": e.actor,
                      "at": e.at.isoformat(), "payload": e.payload} for e in events])
         return
-    table = Table(title=f"{campaign_id}: {len(events)} events")
+    table = Table(title=f"{rich_safe(campaign_id)}: {len(events)} events")
     for column in ("seq", "type", "actor", "what"):
         table.add_column(column)
     for e in events:
-        table.add_row(str(e.seq), e.type, e.actor, describe_event(e.type, e.payload))
+        table.add_row(str(e.seq), rich_safe(e.type), rich_safe(e.actor), rich_safe(describe_event(e.type, e.payload)))
     out.print(table)
 
 
@@ -378,12 +404,12 @@ def list_campaigns(
     if as_json:
         emit_json(rows)
         return
-    table = Table(title=f"campaigns in {db}")
+    table = Table(title=f"campaigns in {rich_safe(db)}")
     for column in ("campaign_id", "name", "status", "n_lab", "imported", "best_value"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row["campaign_id"], row["name"], row["status"], str(row["n_lab"]), str(row["n_imported"]),
-                      fmt(row["best_value"]))
+        table.add_row(rich_safe(row["campaign_id"]), rich_safe(row["name"]), rich_safe(row["status"]),
+                      str(row["n_lab"]), str(row["n_imported"]), fmt(row["best_value"]))
     out.print(table)
 
 

@@ -18,6 +18,7 @@ from orchestrator.interfaces.cli_common import (
     ledger_with,
     out,
 )
+from orchestrator.interfaces.terminal_text import rich_safe
 from vocabulary.domain import ClosedLoopError
 
 __all__ = ["export_command", "rewards_app"]
@@ -60,7 +61,7 @@ def recompute(
     from orchestrator.spec import validate_spec
 
     loaded = _load_rubric(rubric)
-    ledger = ledger_with(db, campaign_id)
+    ledger = ledger_with(db, campaign_id, read_only=not record)  # --record appends; without it, only reads
     events = ledger.events(campaign_id)
     spec = validate_spec(next(e for e in events if e.type == "CampaignStarted").payload["spec"],
                          source=f"{campaign_id} (from the ledger)")
@@ -88,12 +89,12 @@ def recompute(
                     "n_trajectories": len(rows), "n_changed": n_changed, "n_recorded": n_recorded,
                     "trajectories": rows})
         return
-    table = Table(title=f"{campaign_id}: rewards under {loaded.id}@{loaded.version} ({loaded.content_hash[:12]})")
+    table = Table(title=rich_safe(f"{campaign_id}: rewards under {loaded.id}@{loaded.version} ({loaded.content_hash[:12]})"))
     for column in ("trajectory", "arm", "status", "stored", "recomputed"):
         table.add_column(column, justify="right" if column in ("stored", "recomputed") else "left")
     for row in rows:
         stored_text = "–" if row["stored_reward"] is None else f"{row['stored_reward']:+.4f}"
-        table.add_row(row["trajectory_id"], row["arm"], row["status"], stored_text, f"{row['reward']:+.4f}")
+        table.add_row(rich_safe(row["trajectory_id"]), rich_safe(row["arm"]), rich_safe(row["status"]), stored_text, f"{row['reward']:+.4f}")
     out.print(table)
     out.print(f"{len(rows)} trajectories, {n_changed} differ from the stored rewards"
               + (f"; {n_recorded} superseding records appended" if record else ""))
@@ -145,6 +146,8 @@ def export_command(
     db: DbOption = "closedloop.db",
     fmt: Annotated[str, typer.Option("--format", help="native, trl-grpo, trl-stepwise, verifiers or hf")] = "native",
     out_dir: Annotated[Path, typer.Option("--out", help="directory for the exported files")] = Path("export"),
+    force: Annotated[bool, typer.Option("--force", help="overwrite the files of an earlier export there (regular "
+                                                        "files only; links, FIFOs and devices are refused)")] = False,
 ) -> None:
     """Export rewarded trajectories for training: native JSONL, TRL GRPO or stepwise, verifiers, or HF datasets."""
     from orchestrator.exports import FORMATS, export_campaign
@@ -152,7 +155,7 @@ def export_command(
     if fmt not in FORMATS:
         fail(f"--format {fmt!r} is unknown; use one of {', '.join(sorted(FORMATS))}")
     try:
-        paths = export_campaign(ledger_with(db, campaign_id), campaign_id, fmt, out_dir)
+        paths = export_campaign(ledger_with(db, campaign_id), campaign_id, fmt, out_dir, force=force)
     except ClosedLoopError as exc:
         fail(str(exc))
-    out.print(f"{campaign_id}: {fmt} export written to " + ", ".join(str(p) for p in paths))
+    out.print(rich_safe(f"{campaign_id}: {fmt} export written to " + ", ".join(str(p) for p in paths)))

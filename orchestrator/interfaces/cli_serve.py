@@ -39,14 +39,21 @@ def worker(
                   f"{report.campaigns_finished or 'none'}; waiting for a human: {report.campaigns_waiting or 'none'}")
 
 
-def mcp_command(db: DbOption = "closedloop.db") -> None:
+def mcp_command(
+    db: DbOption = "closedloop.db",
+    root: Annotated[Path | None, typer.Option(
+        "--root", help="the directory MCP tools may write under (campaign_report's out_dir); default: the ledger "
+                       "file's directory, else the working directory")] = None,
+) -> None:
     """Serve the campaigns of a ledger as MCP tools over stdio (list, start, resume, stop, timeline, approve, report).
 
     Needs the mcp extra: pip install "closedloop\\[mcp]".
     """
     from orchestrator.interfaces.mcp_server import serve
 
-    serve(db)  # a missing mcp package escapes as one error line (cli_main)
+    if root is not None and not root.expanduser().is_dir():
+        fail(f"--root {root} is not a directory; give an existing directory for the MCP tools to write under")
+    serve(db, root=root)  # a missing mcp package escapes as one error line (cli_main)
 
 
 def dashboard(

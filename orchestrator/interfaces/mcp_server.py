@@ -13,6 +13,11 @@ policies govern MCP exactly as they govern ``closedloop run``.
 Tool errors (a bad spec, an unknown campaign, nothing to approve, a campaign another process runs) come back as MCP
 tool errors whose text is the closedloop message, with its fix.
 
+A tool writes files only under the server's ``root`` (``closedloop mcp --root DIR``; default: the directory of a
+SQLite ledger file, else the working directory): ``campaign_report``'s ``out_dir`` is resolved against it (``..``
+and symlinks included) and refused when it leads outside, and the report never replaces a file that is there (each
+file is created exclusively; one that exists refuses the report before anything is written).
+
 Example:
     >>> import asyncio
     >>> server = build_server(":memory:")
@@ -25,6 +30,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -42,7 +50,7 @@ from vocabulary.domain import ClosedLoopError, import_optional
 if TYPE_CHECKING:
     from orchestrator.ledger import Ledger
 
-__all__ = ["INSTRUCTIONS", "build_server", "serve"]
+__all__ = ["INSTRUCTIONS", "OutsideRoot", "build_server", "default_root", "serve", "writable_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +76,73 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None):
+class OutsideRoot(ClosedLoopError):
+    """A tool was asked to write outside the server's root, or onto files that are already there."""
+
+
+def default_root(ledger: Ledger) -> Path:
+    """Where the tools of a server on ``ledger`` may write by default: the directory of its SQLite file, else (an
+    in-memory or a server database) the working directory."""
+    database = ledger.engine.url.database if ledger.engine.dialect.name == "sqlite" else None
+    if database and database != ":memory:" and not database.startswith("file:"):
+        return Path(database).expanduser().resolve().parent
+    return Path.cwd().resolve()
+
+
+def writable_dir(root: Path, out_dir: str | Path) -> Path:
+    """``out_dir`` (relative: to ``root``) resolved, ``..`` and symlinks followed; ``OutsideRoot`` when the result is
+    not ``root`` or below it.
+
+    Example:
+        >>> writable_dir(Path("/srv/mcp"), "reports/run1").as_posix()
+        '/srv/mcp/reports/run1'
+        >>> writable_dir(Path("/srv/mcp"), "../etc")
+        Traceback (most recent call last):
+        ...
+        orchestrator.interfaces.mcp_server.OutsideRoot: out_dir '../etc' resolves to /srv/etc, outside this server's root /srv/mcp; give a directory under the root (relative paths start there), or start the server with --root
+    """
+    root = root.resolve()
+    target = Path(out_dir).expanduser()
+    resolved = (target if target.is_absolute() else root / target).resolve()
+    if not resolved.is_relative_to(root):
+        raise OutsideRoot(f"out_dir {str(out_dir)!r} resolves to {resolved}, outside this server's root {root}; give "
+                          "a directory under the root (relative paths start there), or start the server with --root")
+    return resolved
+
+
+def write_report_new(ledger: Ledger, campaign_id: str, out: Path) -> Path:
+    """``replay.report.write_report`` into ``out``, creating each file exclusively: when one of the report's files
+    is already there (or turns up while it is written) nothing there is replaced, and ``OutsideRoot`` says which."""
+    from orchestrator.replay.report import write_report
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise OutsideRoot(f"out_dir {out} is not a directory; give a new or an existing directory") from None
+    with tempfile.TemporaryDirectory(prefix="closedloop-report-") as scratch:
+        index = write_report(ledger, campaign_id, scratch)
+        names = sorted(p.name for p in Path(scratch).iterdir())
+        there = [name for name in names if os.path.lexists(out / name)]
+        if there:
+            raise OutsideRoot(f"out_dir {out} already holds {there}; a report never replaces files: give a new or an "
+                              "empty directory, or move those away")
+        written: list[Path] = []
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+            for name in names:
+                with os.fdopen(os.open(out / name, flags, 0o644), "wb") as target:
+                    written.append(out / name)
+                    with open(Path(scratch) / name, "rb") as source:
+                        shutil.copyfileobj(source, target)
+        except FileExistsError:
+            for path in written:
+                path.unlink(missing_ok=True)
+            raise OutsideRoot(f"a file of the report appeared in {out} while it was written; nothing there was "
+                              "replaced; give a new or an empty directory") from None
+        return out / index.name
+
+
+def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None, root: str | Path | None = None):
     """The MCP server (an ``MCPServer``) whose tools drive and read the campaigns of the ledger at ``db``.
 
     Args:
@@ -76,6 +150,8 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
             ``Ledger``.
         runs: the background runs to drive campaigns with (default: new ones on the same ``Ledger``, which they
             must share: see ``BackgroundRuns``); ``serve`` stops them on exit.
+        root: the directory the tools may write under (``campaign_report``'s ``out_dir``); default
+            ``default_root``.
 
     Raises:
         MissingDependency: the ``mcp`` package is not installed (``pip install "closedloop[mcp]"``).
@@ -86,6 +162,7 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
 
     ledger = db if isinstance(db, Ledger) else Ledger.open(db)
     db = ledger.url
+    root = Path(root).expanduser().resolve() if root is not None else default_root(ledger)
     runs = runs or BackgroundRuns(ledger)
     server = mcpserver.MCPServer("closedloop", instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -276,34 +353,36 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None)
     @server.tool()
     def campaign_report(
         campaign_id: str,
-        out_dir: Annotated[str | None, Field(description="also write the HTML report with plots here")] = None,
+        out_dir: Annotated[str | None, Field(
+            description="also write the HTML report with plots into this directory, under the server's root "
+                        "(a relative path starts there); it must not hold a report's files already")] = None,
     ) -> dict[str, Any]:
         """A campaign's summary from its ledger (what `closedloop run --json` prints): status, best found, lab use,
         hits, each arm's results and the main arm against the control. With out_dir, also writes the HTML report
-        (`closedloop report`) and returns its path."""
+        (`closedloop report`) there and returns its path; the report never replaces a file, and never goes outside
+        the root this server was started with."""
         from orchestrator.loop.summary import summarise
 
         known(campaign_id)
         with closedloop_errors():
             summary = summarise(ledger, campaign_id)
             if out_dir is not None:
-                from orchestrator.replay.report import write_report
-
-                summary["report_html"] = str(write_report(ledger, campaign_id, Path(out_dir).expanduser()))
+                summary["report_html"] = str(write_report_new(ledger, campaign_id, writable_dir(root, out_dir)))
         return _jsonable(summary)
 
     return server
 
 
-def serve(db: str | Path) -> None:
+def serve(db: str | Path, *, root: str | Path | None = None) -> None:
     """Serve the MCP tools of the ledger at ``db`` over stdio until the client closes the connection, then stop the
-    background runs cleanly (each after its current node, leaving them resumable)."""
+    background runs cleanly (each after its current node, leaving them resumable). The tools write only under
+    ``root`` (default ``default_root``)."""
     from orchestrator.ledger import Ledger
 
     ledger = Ledger.open(db)
     runs = BackgroundRuns(ledger)
     try:
-        build_server(ledger, runs=runs).run("stdio")
+        build_server(ledger, runs=runs, root=root).run("stdio")
     finally:
         runs.stop_all()
         ledger.close()

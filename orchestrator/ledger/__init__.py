@@ -4,7 +4,12 @@ Owns: the store, its tables, the hash chain, verify, projections, JSONL import/e
 May import: vocabulary only (and the card). Every other floor reads and writes through it."""
 
 from orchestrator.ledger.chain import GENESIS, ChainBreak, event_hash, first_break
-from orchestrator.ledger.integrity import CorruptDatabase, check_sqlite_file
+from orchestrator.ledger.errors import LedgerFull, LedgerNeedsMigration, LedgerTooNew
+from orchestrator.ledger.integrity import (
+    CorruptDatabase,
+    UnreadableDatabase,
+    check_sqlite_file,
+)
 from orchestrator.ledger.jsonl import (
     ImportReport,
     LedgerImportError,
@@ -17,7 +22,9 @@ from orchestrator.ledger.store import (
     LedgerError,
     database_url,
     is_postgres_url,
+    is_url,
     safe_url,
+    sqlite_file,
 )
 from orchestrator.ledger.tables import (
     CampaignRow,
@@ -42,10 +49,14 @@ __all__ = [
     "Ledger",
     "LedgerConflict",
     "LedgerError",
+    "LedgerFull",
     "LedgerImportError",
+    "LedgerNeedsMigration",
     "LedgerNoteRow",
+    "LedgerTooNew",
     "ObservationRow",
     "ScoreRow",
+    "UnreadableDatabase",
     "VerifyReport",
     "check_sqlite_file",
     "database_url",
@@ -54,7 +65,9 @@ __all__ = [
     "first_break",
     "import_jsonl",
     "is_postgres_url",
+    "is_url",
     "rebuild_projections",
     "safe_url",
+    "sqlite_file",
     "verify",
 ]

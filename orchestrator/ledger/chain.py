@@ -6,8 +6,11 @@ removing, inserting or reordering one, breaks the chain from that event on, and 
 name the first event that does not match.
 
 A chain proves that nothing changed since each event was hashed; it cannot stop someone who rewrites an event *and*
-recomputes every hash after it. Against that, keep the campaign's head hash (printed by ``ledger verify`` and written
-in every export header) somewhere the ledger's writers cannot reach: a lab notebook, a commit, a signed e-mail.
+recomputes every hash after it, nor someone who removes the newest events (a cut chain is a sound chain). Against
+both, the head is kept outside the event table: anchored in the checkpoint store at every commit and signed in every
+export header (``ledger.anchor``, keyed with ``CLOSEDLOOP_LEDGER_KEY`` when set), and, for a head the ledger's writers
+cannot reach at all, kept by the user (a lab notebook, a commit, a signed e-mail) and checked with
+``ledger verify --expect-head`` and ``ledger import --expect-head``.
 
 Example:
     >>> from datetime import datetime

@@ -3,18 +3,25 @@
 File format (``closedloop.ledger``, format version ``JSONL_SCHEMA_VERSION``), UTF-8, every line ends with ``\\n``:
 
 - line 1, the header: ``{"format": "closedloop.ledger", "schema_version": 2, "kind": "header", "campaign_id": ...,
-  "n_events": N, "exported_at": ..., "source": ..., "chain": "sha256-v1", "head_hash": ...}``. ``n_events`` lets an
-  import notice a file cut at a line end; ``head_hash`` is the hash of the last event.
+  "n_events": N, "exported_at": ..., "source": ..., "chain": "sha256-v1", "head_hash": ..., "signed_head": {...}}``.
+  ``n_events`` lets an import notice a file cut at a line end; ``head_hash`` is the hash of the last event;
+  ``signed_head`` is the campaign's head signed at export (``ledger.anchor.SignedHead``: keyed with an HMAC when
+  ``CLOSEDLOOP_LEDGER_KEY`` is set), which a cut file cannot carry unless whoever cut it holds the key.
 - lines 2..N+1, one event each, in seq order: ``{"format", "schema_version", "campaign_id", "seq", "type",
   "event_schema_version", "payload", "idempotency_key", "actor", "at", "hash"}``. ``payload`` is the stored payload as
   a JSON object, ``idempotency_key`` the stored (campaign-scoped) key, ``at`` the ISO 8601 UTC time of the original
   append and ``hash`` the event's link in the campaign's hash chain (``ledger.chain``).
 
 An import validates the whole file before it writes anything, recomputes the hash chain and refuses the file at the
-first event that does not match (an altered field, a removed, inserted or reordered line), then appends every event
-in one transaction through ``Ledger.append_many`` with the original idempotency keys, so importing the same file
-twice changes nothing. Files of layout version 1 (before the chain) import only with ``unverified=True``, and the
-ledger notes that import as unverified.
+first event that does not match (an altered field, a removed, inserted or reordered line), checks the signed head
+(its signature, when a key is set: with a key set, a file whose head is not signed imports only with an
+``expect_head``) and the head the user expects, then appends every event in one transaction through
+``Ledger.append_many`` with the original idempotency keys, so importing the same file twice changes nothing, and
+only the import that really added events records a note. Files of layout version 1 (before the chain) import only
+with ``unverified=True``, and the ledger notes that import as unverified.
+
+An export refuses a campaign whose anchored head (``ledger.anchor``) its events no longer reach: signing a cut
+chain afresh would launder the cut.
 
 Example:
     >>> import tempfile, pathlib
@@ -33,8 +40,7 @@ Example:
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,10 +48,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
+from orchestrator.ledger.anchor import KEY_ENV, SignedHead, ledger_key
 from orchestrator.ledger.chain import CHAIN_ALGORITHM, first_break
 from orchestrator.ledger.errors import LedgerError
+from orchestrator.ledger.outputs import output_file
 from orchestrator.ledger.store import Ledger
+from orchestrator.ledger.verify import check_expected_head, check_signed_head
 from vocabulary.events import EVENT_TYPES, EventPayload, parse_payload
 
 __all__ = [
@@ -92,6 +102,12 @@ class ImportReport:
     n_present: int
     is_verified: bool = True
     """False when the file carried no hash chain and was imported with ``unverified=True``."""
+    head_hash: str = ""
+    """The file's head: the hash of its last event."""
+    head_signature: str = ""
+    """What the file's signed head showed, in words (signed and verified, signed but not checked, not signed)."""
+    expected_head: str = ""
+    """Where the head given as ``expect_head`` is in the file ("" when none was given)."""
 
     @property
     def is_noop(self) -> bool:
@@ -127,10 +143,12 @@ def _canonical(payload: EventPayload | dict[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- export
-def export_jsonl(ledger: Ledger, campaign_id: str, path: str | Path) -> int:
+def export_jsonl(ledger: Ledger, campaign_id: str, path: str | Path, *, force: bool = False) -> int:
     """Write a campaign's events to ``path`` (header line, then one event a line in seq order).
 
-    The file is written to a temporary name and renamed, so a crash never leaves a truncated export behind.
+    The file is written to a temporary name and published when complete, so a crash never leaves a truncated export
+    behind. An existing file at ``path`` is replaced only with ``force``; a link, FIFO, device or directory never is
+    (``ledger.outputs``). A campaign whose events do not reach its anchored head is refused.
 
     Returns:
         The number of events written (the header is not counted).
@@ -140,8 +158,7 @@ def export_jsonl(ledger: Ledger, campaign_id: str, path: str | Path) -> int:
         known = ledger.campaign_ids_with_events()
         raise LedgerError(f"campaign {campaign_id!r} has no events in {_safe_url(ledger)}; campaigns there: {known}")
     target = Path(path)
-    if not target.parent.exists():
-        raise LedgerError(f"directory {target.parent} does not exist; create it or pick another output path")
+    _check_anchor(ledger, campaign_id, rows)
     header = {
         "format": JSONL_FORMAT,
         "schema_version": JSONL_SCHEMA_VERSION,
@@ -152,6 +169,7 @@ def export_jsonl(ledger: Ledger, campaign_id: str, path: str | Path) -> int:
         "source": _safe_url(ledger),
         "chain": CHAIN_ALGORITHM,
         "head_hash": rows[-1].hash,
+        "signed_head": SignedHead.sign(campaign_id, len(rows), rows[-1].hash, key=ledger_key()).to_json(),
     }
     lines = [json.dumps(header, sort_keys=True)]
     for row in rows:
@@ -168,15 +186,25 @@ def export_jsonl(ledger: Ledger, campaign_id: str, path: str | Path) -> int:
             "at": _utc(row.at).isoformat(),
             "hash": row.hash,
         }, sort_keys=True, ensure_ascii=False))
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+    with output_file(target, force=force) as tmp:
+        with tmp.open("w", encoding="utf-8", newline="\n") as handle:
             handle.write("\n".join(lines) + "\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return len(rows)
+
+
+def _check_anchor(ledger: Ledger, campaign_id: str, rows: list) -> None:
+    """Refuse to export (and so sign afresh) a campaign whose events do not reach the head anchored for it."""
+    store = ledger.anchor.store
+    if store is None:
+        return
+    try:
+        anchored = store.read(campaign_id)
+    except (OSError, ValueError, sqlite3.Error, SQLAlchemyError):  # unreadable says nothing of the events
+        return
+    hashes = {row.seq: row.hash for row in rows}
+    _, problems = check_signed_head(anchored, (rows[-1].seq, rows[-1].hash), hashes.get, where=store.where)
+    if problems:
+        raise LedgerError(f"{problems[0]}; nothing was exported")
 
 
 # ----------------------------------------------------------------------------------------------------- import
@@ -187,6 +215,7 @@ def _read_lines(path: Path) -> list[tuple[int, str]]:
     except FileNotFoundError as exc:
         raise LedgerImportError(0, "no such file; give the path of a file written by `closedloop ledger export`",
                                 path=path) from exc
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark an editor added is not part of the export
     if not raw.strip():
         raise LedgerImportError(0, "the file is empty; export the campaign again", path=path)
     chunks = raw.split(b"\n")
@@ -304,9 +333,11 @@ def _parse_event(number: int, data: dict[str, Any], path: Path, *, campaign_id: 
                    payload_text=_canonical(data["payload"]), hash=stated_hash)
 
 
-def _read_jsonl(path: str | Path, *, unverified: bool = False) -> tuple[str, list[_Record], bool]:
-    """Validate a whole export file and return its campaign id, its records and whether its hash chain was verified;
-    raise ``LedgerImportError`` otherwise (a file without a chain unless ``unverified``)."""
+def _read_jsonl(path: str | Path, *, unverified: bool = False, expect_head: str | None = None
+                ) -> tuple[str, list[_Record], bool, tuple[str, str]]:
+    """Validate a whole export file and return its campaign id, its records, whether its hash chain was verified and
+    what its signed head and ``expect_head`` showed; raise ``LedgerImportError`` otherwise (a file without a chain
+    unless ``unverified``)."""
     file = Path(path)
     lines = _read_lines(file)
     number, text = lines[0]
@@ -334,9 +365,53 @@ def _read_jsonl(path: str | Path, *, unverified: bool = False) -> tuple[str, lis
         last = lines[-1][0]
         raise LedgerImportError(last, f"the file holds {len(records)} events but its header announces {n_events}: "
                                       "the end of the file is missing; copy or export it again", path=file)
-    if version == JSONL_SCHEMA_VERSION:
-        _check_chain(campaign_id, records, header, file)
-    return campaign_id, records, version == JSONL_SCHEMA_VERSION
+    if version != JSONL_SCHEMA_VERSION:
+        if expect_head is not None:
+            raise LedgerImportError(0, "--expect-head cannot be checked against an export without a hash chain; "
+                                       "import it without --expect-head", path=file)
+        return campaign_id, records, False, ("", "")
+    _check_chain(campaign_id, records, header, file)
+    return campaign_id, records, True, _check_head(campaign_id, records, header, file, expect_head)
+
+
+def _check_head(campaign_id: str, records: list[_Record], header: dict[str, Any], path: Path,
+                expect_head: str | None) -> tuple[str, str]:
+    """Check the header's signed head and the head the user expects against the verified chain; return what each
+    showed, in words. With ``CLOSEDLOOP_LEDGER_KEY`` set, a head that is not signed with a key is accepted only
+    when the user vouches for it with ``expect_head``: otherwise a cut file, its header made to match, would pass."""
+    head = (records[-1].seq, records[-1].hash)
+    expected = ""
+    if expect_head is not None:
+        seq = next((r.seq for r in records if r.hash == expect_head), None)
+        expected, problem = check_expected_head(expect_head, head, seq)
+        if problem is not None:
+            raise LedgerImportError(0, f"{problem}; nothing was imported", path=path)
+    key, raw = ledger_key(), header.get("signed_head")
+    signed = None
+    if raw is not None:
+        try:
+            signed = SignedHead.from_json(raw)
+        except ValueError as exc:
+            raise LedgerImportError(1, f"the header's signed_head {exc}; the file is corrupt, export it again",
+                                    path=path) from exc
+        if (signed.campaign_id, signed.n_events, signed.head_hash) != (campaign_id, *head):
+            raise LedgerImportError(1, f"the header's signed head is {signed.describe()} of {signed.campaign_id!r}, "
+                                       f"but the file's events end at seq {head[0]} (hash {head[1]}) of "
+                                       f"{campaign_id!r}: the file was cut or altered after export; restore it from "
+                                       "the original export", path=path)
+        problem = signed.signature_problem(key)
+        if problem is not None:
+            raise LedgerImportError(1, f"the header's signed head ({signed.describe()}) does not verify: {problem}",
+                                    path=path)
+    if signed is not None and signed.is_keyed:
+        return ("head signed and verified" if key is not None else
+                f"head signed with key id {signed.key_id}, not checked (set {KEY_ENV} to check it)"), expected
+    if key is not None and expect_head is None:
+        raise LedgerImportError(1, f"the export's head is not signed with a key, so with {KEY_ENV} set nothing shows "
+                                   "that the file is whole (a file cut short, its header made to match, would "
+                                   "pass); pass --expect-head with the head hash `ledger verify` printed where it "
+                                   f"came from, or unset {KEY_ENV}", path=path)
+    return "head not signed with a key", expected
 
 
 def _check_chain(campaign_id: str, records: list[_Record], header: dict[str, Any], path: Path) -> None:
@@ -375,13 +450,14 @@ def _check_against_stored(ledger: Ledger, campaign_id: str, records: list[_Recor
     return min(len(stored), len(records))
 
 
-def _append(ledger: Ledger, campaign_id: str, records: list[_Record]) -> list:
-    """Append the records in one transaction, keeping each event's original actor and ``at``."""
-    return ledger.append_many(campaign_id, [(r.payload, r.key, r.actor, r.at) for r in records])
+def _append(ledger: Ledger, campaign_id: str, records: list[_Record], written: list) -> list:
+    """Append the records in one transaction, keeping each event's original actor and ``at``; ``written`` receives
+    the events this call added (another import of the same file may have added the rest first)."""
+    return ledger.append_many(campaign_id, [(r.payload, r.key, r.actor, r.at) for r in records], written=written)
 
 
 def import_jsonl(path: str | Path, ledger: Ledger, *, campaign_id: str | None = None,
-                 unverified: bool = False) -> ImportReport:
+                 unverified: bool = False, expect_head: str | None = None) -> ImportReport:
     """Import an exported campaign into ``ledger``: validate every line, then append all events in one transaction.
 
     Events already stored (same seq, key and payload) are skipped, so re-importing a file, or a longer export of a
@@ -394,27 +470,33 @@ def import_jsonl(path: str | Path, ledger: Ledger, *, campaign_id: str | None = 
             (job keys, for instance) keep the original id as recorded.
         unverified: accept a file written before exports carried the hash chain (layout version 1). The ledger
             records such an import as ``imported_unverified`` (``ledger verify`` lists it).
+        expect_head: a head hash kept outside the ledger (what ``ledger verify`` printed at the source): the file's
+            chain must reach it (it is the hash of the file's last event, or of an earlier one).
 
     Raises:
         LedgerImportError: the file is corrupt, truncated, out of order, altered (its hash chain does not verify),
-            of an unknown format or event type, or the database holds a different campaign under that id. Nothing
-            is written then.
+            of an unknown format or event type, its signed head does not match or verify, it does not reach
+            ``expect_head``, or the database holds a different campaign under that id. Nothing is written then.
     """
     file = Path(path)
-    file_campaign_id, records, is_verified = _read_jsonl(file, unverified=unverified)
+    expect_head = None if expect_head is None else expect_head.strip().lower()
+    file_campaign_id, records, is_verified, (signature, expected) = _read_jsonl(file, unverified=unverified,
+                                                                                expect_head=expect_head)
     target_id = campaign_id or file_campaign_id
     n_present = _check_against_stored(ledger, target_id, records, file)
-    new = records[n_present:]
+    new, added = records[n_present:], []
     if new:
-        appended = _append(ledger, target_id, new)
+        appended = _append(ledger, target_id, new, added)
         if [event.seq for event in appended] != [record.seq for record in new]:
             raise LedgerError(
                 f"imported events of {target_id!r} landed at seqs {appended[0].seq}..{appended[-1].seq} instead of "
                 f"{new[0].seq}..{new[-1].seq}: another writer appended to this campaign during the import"
             )
+    if added:  # only the import that added events notes it: a concurrent one of the same file found them stored
         kind = "imported_verified" if is_verified else "imported_unverified"
-        detail = (f"from {file.name}, whose hash chain verified" if is_verified else
+        detail = (f"from {file.name}, whose hash chain verified ({signature})" if is_verified else
                   f"from {file.name}, an export without a hash chain, accepted with --unverified: nothing shows "
                   "these events are as first recorded")
-        ledger.add_note(target_id, kind, new[0].seq, new[-1].seq, detail)
-    return ImportReport(target_id, str(file), len(records), len(new), n_present, is_verified)
+        ledger.add_note(target_id, kind, added[0].seq, added[-1].seq, detail)
+    return ImportReport(target_id, str(file), len(records), len(added), len(records) - len(added), is_verified,
+                        head_hash=records[-1].hash, head_signature=signature, expected_head=expected)

@@ -3,6 +3,12 @@
 SQLite by default (WAL, ``BEGIN IMMEDIATE``), PostgreSQL by URL (``postgresql://user:pass@host/db``, through
 psycopg 3). The schema is managed by Alembic (``orchestrator.ledger.migrations``) and migrated when a ledger is opened.
 
+A path is a path: only a string that starts with a URL scheme (``postgresql://``, ``sqlite:///``) is read as a URL,
+and a SQLite URL is built with ``URL.create``, so ``?``, ``#``, ``%20`` or ``@`` in a file name stay in it; the file is
+``Ledger.path``, never a prefix stripped off the URL. ``Ledger.open(db, read_only=True)`` reads without writing
+anything, on read-only media too (``ledger.integrity.read_only_target``), and never migrates. A full disk is
+``LedgerFull``: one line naming the ledger, the write refused whole.
+
 Reads are incremental: the event table is append-only and every projection row records the seq of the event that
 last changed it (``updated_seq``), so a ``Ledger`` keeps what it has read and asks the database only for what is
 newer. Sequence numbers are allocated under a per-campaign lock and committed in order, so whatever a reader can see
@@ -25,22 +31,37 @@ import json
 import operator
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import event as sa_event
 from sqlalchemy import insert, text
-from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine, select
 
+from orchestrator.ledger.anchor import HeadAnchor, anchor_store_for
 from orchestrator.ledger.chain import GENESIS, event_hash
 from orchestrator.ledger.driver import column_names, driver_read, row_views
-from orchestrator.ledger.errors import LedgerConflict, LedgerError
-from orchestrator.ledger.integrity import check_sqlite_file
+from orchestrator.ledger.errors import (
+    LedgerConflict,
+    LedgerError,
+    full_disk_refused,
+)
+from orchestrator.ledger.location import (
+    configure_sqlite,
+    create_server_engine,
+    database_url,
+    is_postgres_url,
+    is_url,
+    parse_url,
+    safe_url,
+    sqlite_file,
+    sqlite_file_engine,
+)
 from orchestrator.ledger.projections import ProjectionBatch
 from orchestrator.ledger.tables import (
     CampaignRow,
@@ -53,9 +74,9 @@ from orchestrator.ledger.tables import (
 )
 from vocabulary.events import Event, EventPayload
 
-__all__ = ["Ledger", "LedgerConflict", "LedgerError", "database_url", "is_postgres_url", "safe_url"]
+__all__ = ["Ledger", "LedgerConflict", "LedgerError", "database_url", "is_postgres_url", "is_url",
+           "safe_url", "sqlite_file"]
 
-_POSTGRES_HINT = "pip install 'closedloop[postgres]'"
 _IN_CHUNK = 500
 _HEAD_SEQ_SQL = "SELECT max(seq) FROM event WHERE campaign_id = ?"
 _EVENT_SELECT = "seq, type, schema_version, payload, idempotency_key, actor, at"
@@ -83,55 +104,6 @@ def _changed_rows_sql(table: type) -> str:
 
 _EVENT_COLUMNS = (EventRow.seq, EventRow.type, EventRow.schema_version, EventRow.payload, EventRow.idempotency_key,
                   EventRow.actor, EventRow.at)
-
-
-def is_postgres_url(db: str | Path | URL) -> bool:
-    text_ = str(db) if not isinstance(db, URL) else db.drivername
-    return text_.split(":", 1)[0].split("+", 1)[0] in {"postgresql", "postgres"}
-
-
-def database_url(db: str | Path) -> str:
-    """Turn a path (or ``:memory:``) into an SQLAlchemy URL. ``postgresql://`` and ``postgres://`` URLs get the
-    psycopg 3 driver (``postgresql+psycopg://``); other URLs pass through unchanged.
-
-    Example:
-        >>> database_url("postgres://me:pw@db.example/lab")
-        'postgresql+psycopg://me:pw@db.example/lab'
-    """
-    text_ = str(db)
-    if "://" not in text_:
-        return "sqlite://" if text_ == ":memory:" else f"sqlite:///{Path(text_).expanduser().resolve()}"
-    if not is_postgres_url(text_):
-        return text_
-    url = _parse(text_)
-    if url.drivername in {"postgresql", "postgres"}:
-        url = url.set(drivername="postgresql+psycopg")
-    return url.render_as_string(hide_password=False)
-
-
-def safe_url(db: str | Path | URL) -> str:
-    """A database URL fit for messages and logs: the password replaced by ``***``.
-
-    Example:
-        >>> safe_url("postgresql://me:pw@db.example/lab")
-        'postgresql://me:***@db.example/lab'
-    """
-    if isinstance(db, URL):
-        return db.render_as_string(hide_password=True)
-    if "://" not in str(db):
-        return str(db)
-    try:
-        return make_url(str(db)).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<unparseable database URL>"
-
-
-def _parse(text_: str) -> URL:
-    try:
-        return make_url(text_)
-    except ArgumentError:
-        raise LedgerError(f"{safe_url(text_)!r} is not a database URL; give a file path or e.g. "
-                          "postgresql://user:password@127.0.0.1:5432/closedloop") from None
 
 
 def _canonical(payload: EventPayload) -> str:
@@ -194,16 +166,29 @@ class Ledger:
     read-only.
     """
 
-    def __init__(self, engine: Engine, url: str | None = None, *, migrate: bool = True):
+    def __init__(self, engine: Engine, url: str | None = None, *, migrate: bool = True, path: Path | None = None,
+                 read_only: bool = False):
         self.engine = engine
-        if migrate:
-            from orchestrator.ledger.migrations import upgrade_when_free
+        self.path = path
+        """The SQLite file (resolved), or None for ``:memory:`` and a server: what the checkpoints and leases sit
+        beside."""
+        self.is_read_only = read_only
+        try:
+            if read_only:
+                from orchestrator.ledger.migrations import check_readable
 
-            try:
-                upgrade_when_free(engine)
-            except OperationalError as exc:
-                raise LedgerError(f"cannot open the ledger database {self.url}: {exc.orig or exc}") from None
+                with self._reading_schema(), engine.connect() as connection:
+                    check_readable(connection, where=self.location)
+            elif migrate:
+                from orchestrator.ledger.migrations import upgrade_when_free
+
+                with full_disk_refused(self.location), self._reading_schema():
+                    upgrade_when_free(engine, where=self.location)
+        except BaseException:
+            engine.dispose()  # a refused ledger keeps no connection (nor the -wal and -shm one would hold)
+            raise
         self._lock = threading.RLock()
+        self.anchor = HeadAnchor(lambda: anchor_store_for(engine))  # the head, kept outside the event table
         self._events: dict[tuple[str, str], _TypeCache] = {}
         self._rows: dict[tuple[type, str, Any], _RowCache] = {}
 
@@ -213,32 +198,53 @@ class Ledger:
         return self.engine.url.render_as_string(hide_password=True)
 
     @property
+    def location(self) -> str:
+        """What names this ledger in a message or a ``--db``: its file path, ``:memory:``, or its URL with the
+        password masked."""
+        if self.path is not None:
+            return str(self.path)
+        return ":memory:" if self.url == "sqlite://" else self.url
+
+    @property
     def is_postgres(self) -> bool:
         return self.engine.dialect.name == "postgresql"
 
     @classmethod
-    def open(cls, db: str | Path, *, migrate: bool = True) -> Ledger:
+    def open(cls, db: str | Path, *, migrate: bool = True, read_only: bool = False) -> Ledger:
         """Open (creating and migrating if needed) the ledger at a path, ``:memory:`` or a database URL.
 
         A SQLite file that is not a database or fails ``PRAGMA quick_check`` is refused (``CorruptDatabase``) and left
         as it is (``ledger.integrity``).
+
+        ``read_only=True`` opens an existing ledger for reading only: nothing is written to it or beside it (no
+        migration, no -wal or -shm left behind), which works on read-only media (a snapshot, an archive, a read-only
+        mount). A ledger at an older schema revision is then ``LedgerNeedsMigration``; one from a newer closedloop
+        is ``LedgerTooNew`` either way.
         """
-        url = database_url(db)
-        if url.startswith("sqlite"):
-            if url == "sqlite://":
-                engine = create_engine(url, connect_args={"check_same_thread": False}, poolclass=StaticPool)
+        if not is_url(db) or is_url(db) and parse_url(str(db)).get_backend_name() == "sqlite":
+            path = sqlite_file(db)
+            if path is None:
+                engine = create_engine("sqlite://", connect_args={"check_same_thread": False}, poolclass=StaticPool)
             else:
-                path = Path(url.removeprefix("sqlite:///"))
-                if not path.parent.exists():
-                    raise LedgerError(f"database directory {path.parent} does not exist; create it or pick another --db")
-                check_sqlite_file(path, what="ledger")  # before SQLite may write to it (WAL, migrations)
-                engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-            _configure_sqlite(engine, is_file=url != "sqlite://")
-        else:
-            engine = _create_server_engine(url)
-        return cls(engine, migrate=migrate)
+                engine = sqlite_file_engine(path, read_only=read_only)
+            configure_sqlite(engine, is_file=path is not None, read_only=read_only)
+            return cls(engine, migrate=migrate, path=path, read_only=read_only)
+        return cls(create_server_engine(database_url(db), read_only=read_only), migrate=migrate, read_only=read_only)
+
+    @contextmanager
+    def _reading_schema(self) -> Iterator[None]:
+        try:
+            yield
+        except OperationalError as exc:
+            raise LedgerError(f"cannot open the ledger database {self.location}: {exc.orig or exc}") from None
+
+    def _refuse_if_read_only(self) -> None:
+        if self.is_read_only:
+            raise LedgerError(f"ledger {self.location} was opened read-only (for a command that only reads); open "
+                              f"it with Ledger.open(db) to write to it")
 
     def close(self) -> None:
+        self.anchor.close()
         self.engine.dispose()
 
     # ----------------------------------------------------------------------------------------------- writing
@@ -252,8 +258,12 @@ class Ledger:
         items: Sequence[tuple[EventPayload, str] | tuple[EventPayload, str, str, datetime]],
         *,
         actor: str = "orchestrator",
+        written: list[Event] | None = None,
     ) -> list[Event]:
         """Append several events in one transaction, projections included. All or nothing.
+
+        ``written``, when given, receives the events this call committed (not those already stored under their
+        keys): what a writer racing another with the same events (two imports of one file) really added.
 
         An item is ``(payload, key)``, recorded with ``actor`` and the current time, or ``(payload, key, actor, at)``,
         which keeps an envelope recorded elsewhere (a JSONL import).
@@ -264,11 +274,13 @@ class Ledger:
         """
         if not items:
             return []
+        self._refuse_if_read_only()
         out: list[Event] = []
-        with self.engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE (see _configure_sqlite)
+        with full_disk_refused(self.location, campaign_id), self.engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE (configure_sqlite)
             self._lock_campaign(conn, campaign_id)
             last = driver_read(conn, _LAST_EVENT_SQL, (campaign_id,), is_postgres=self.is_postgres)
             next_seq, previous_hash = (last[0][0] + 1, last[0][1]) if last else (1, GENESIS)
+            prior = (next_seq - 1, previous_hash)
             full_keys = [f"{campaign_id}:{item[1]}" for item in items]
             existing = self._existing(conn, full_keys)
             rows: list[dict[str, Any]] = []
@@ -297,7 +309,17 @@ class Ledger:
                 for seq, payload in folds:
                     batch.apply(seq, payload)
                 batch.write()
+        if rows:  # after the commit: an anchor never runs ahead of committed events (ledger.anchor)
+            self.anchor.committed(campaign_id, prior, (rows[-1]["seq"], rows[-1]["hash"]),
+                                  functools.partial(self.event_hash_at, campaign_id))
+        if written is not None:
+            written.extend({e.seq: e for e in out if e.seq > prior[0]}.values())
         return out
+
+    def event_hash_at(self, campaign_id: str, seq: int) -> str | None:
+        """The stored hash of one event of a campaign (None when it has no event at ``seq``)."""
+        found = self._read("SELECT hash FROM event WHERE campaign_id = ? AND seq = ?", (campaign_id, seq))
+        return found[0][0] if found else None
 
     def _lock_campaign(self, conn: Connection, campaign_id: str) -> None:
         if self.is_postgres:
@@ -435,7 +457,8 @@ class Ledger:
 
     def add_note(self, campaign_id: str, kind: str, first_seq: int, last_seq: int, detail: str) -> None:
         """Record something the ledger did to a campaign's record (``LedgerNoteRow``)."""
-        with Session(self.engine) as session:
+        self._refuse_if_read_only()
+        with full_disk_refused(self.location, campaign_id), Session(self.engine) as session:
             session.add(LedgerNoteRow(campaign_id=campaign_id, kind=kind, first_seq=first_seq, last_seq=last_seq,
                                       detail=detail, at=datetime.now(UTC)))
             session.commit()
@@ -560,38 +583,3 @@ def _check_same(stored: EventRow, event_type: str, canonical: str, full_key: str
         f"its inputs changed since (resume a campaign with the closedloop version that started it). "
         f"Differing fields (stored, new): {differing}"
     )
-
-
-def _create_server_engine(url: str) -> Engine:
-    """An engine for a database server. PostgreSQL sessions run in UTC, so event times read back unchanged."""
-    parsed = _parse(url)
-    connect_args: dict[str, Any] = {}
-    if parsed.get_backend_name() == "postgresql":
-        connect_args["options"] = "-c timezone=UTC"
-    try:
-        return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
-    except ModuleNotFoundError as exc:
-        hint = _POSTGRES_HINT if parsed.get_backend_name() == "postgresql" else f"install the {exc.name!r} driver"
-        raise LedgerError(f"the database driver for {safe_url(parsed)} is not installed ({exc.name}); {hint}") from None
-    except ArgumentError as exc:
-        raise LedgerError(f"cannot use {safe_url(parsed)} as a ledger database: {exc}") from None
-
-
-def _configure_sqlite(engine: Engine, *, is_file: bool) -> None:
-    """WAL, a busy timeout, and BEGIN IMMEDIATE so that seq allocation cannot race between writers."""
-
-    @sa_event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised by every test
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        # The busy timeout first: switching a new file to WAL waits for a lock too, and another process may hold it
-        # for seconds while it creates the schema (several campaigns opening one new ledger at once).
-        cursor.execute("PRAGMA busy_timeout=30000")
-        if is_file:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    @sa_event.listens_for(engine, "begin")
-    def _on_begin(conn):  # pragma: no cover
-        conn.exec_driver_sql("BEGIN IMMEDIATE")

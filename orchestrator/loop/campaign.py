@@ -2,8 +2,9 @@
 
 It appends ``CampaignStarted``, compiles the graph with a checkpointer next to the ledger (LangGraph's
 ``SqliteSaver`` beside a SQLite ledger, its ``PostgresSaver`` in the same database as a PostgreSQL ledger), and
-streams the graph step by step. ``Campaign.resume`` picks an interrupted campaign up from its last checkpoint;
-because every node is deterministic and every event is idempotent, the resumed ledger equals an uninterrupted one.
+streams the graph step by step. ``Campaign.resume`` picks an interrupted campaign up from its last checkpoint, or
+from its ledger alone when the checkpoint is missing or disagrees with it (``orchestrator.loop.position``); because
+every node is deterministic and every event is idempotent, the resumed ledger equals an uninterrupted one.
 
 Example:
     >>> from orchestrator.spec import CampaignSpec
@@ -22,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 import uuid
 from collections.abc import Callable
@@ -37,14 +39,24 @@ from orchestrator.loop.graph import build_graph
 from orchestrator.loop.human_answer import checked_name, resume_value
 from orchestrator.loop.importing import HistoryFile, ImportedHistory, history_events
 from orchestrator.loop.lease import CampaignLease
-from orchestrator.loop.resume_policy import recorded_spec, resume_spec
+from orchestrator.loop.position import is_checkpoint_current, ledger_position
+from orchestrator.loop.resume_policy import (
+    model_has_answered,
+    recorded_spec,
+    resume_spec,
+)
 from orchestrator.loop.summary import summarise
 from orchestrator.policy.planners import campaign_kernel
 from orchestrator.policy.success_bar import fix_success_bar
 from orchestrator.space.pool import load_pool
 from orchestrator.spec import CampaignSpec
 from vocabulary.domain import SetupError, import_optional, redact
-from vocabulary.events import CampaignStarted, Observed
+from vocabulary.events import (
+    CampaignStarted,
+    LabBudgetChanged,
+    Observed,
+    PlannerModelChanged,
+)
 
 __all__ = ["DURABILITIES", "Campaign", "checked_durability", "checkpoint_path"]
 
@@ -62,10 +74,9 @@ def checked_durability(durability: Any) -> Durability:
 
 def checkpoint_path(ledger: Ledger) -> Path | None:
     """Where the LangGraph checkpoints of a file-backed SQLite ledger live: beside it."""
-    if not ledger.url.startswith("sqlite:///"):
+    if ledger.path is None:  # the file itself, never a prefix stripped off its URL (a path may hold ``?`` or ``%20``)
         return None
-    db = Path(ledger.url.removeprefix("sqlite:///"))
-    return db.with_name(db.name + ".checkpoints.sqlite")
+    return ledger.path.with_name(ledger.path.name + ".checkpoints.sqlite")
 
 
 # The key of the advisory lock under which LangGraph's checkpoint tables are created (workers may start together).
@@ -117,6 +128,19 @@ def _postgres_checkpointer(ledger: Ledger):
     return saver, connection
 
 
+def _check_planner_models(ctx: CampaignContext) -> None:
+    """Refuse, before anything is dispatched, a planner model that could never answer (an unknown provider, a
+    missing or foreign .gguf file): the lab work of a campaign whose planner cannot plan would be stranded."""
+    if not any(hasattr(planner, "model") for planner in ctx.planners.values()):
+        return
+    from orchestrator.policy.planners.llm import LLMPlanner
+    from orchestrator.policy.planners.llm_models import check_chat_model
+
+    for planner in ctx.planners.values():
+        if isinstance(planner, LLMPlanner) and getattr(planner, "_chat_model", None) is None:
+            check_chat_model(planner.model)
+
+
 def _take_lease(ledger: Ledger, campaign_id: str, held: CampaignLease | None) -> CampaignLease | None:
     """The lease a new ``Campaign`` takes and owns: None when the caller holds one, or for an in-memory ledger."""
     if held is not None or ledger.url == "sqlite://":
@@ -137,7 +161,7 @@ class Campaign:
     """A running campaign: its ledger, its context and its compiled graph."""
 
     def __init__(self, ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, owns_ledger: bool = False,
-                 lease: CampaignLease | None = None, durability: Durability = "sync"):
+                 lease: CampaignLease | None = None, durability: Durability = "sync", check_models: bool = True):
         self.durability: Durability = checked_durability(durability)
         """When ``run`` saves LangGraph's checkpoint: ``"sync"`` (the default) before each next node, so a crashed
         campaign resumes exactly; ``"async"`` while the next node runs; ``"exit"`` only when ``run`` returns (at an
@@ -152,6 +176,12 @@ class Campaign:
             if self._connection is not None:
                 self._connection.close()
             raise
+        try:
+            if check_models:
+                _check_planner_models(self.ctx)
+        except BaseException:
+            self.close_runtime()
+            raise
         self.graph = build_graph(self.ctx, self._checkpointer)
         self.config = {"configurable": {"thread_id": campaign_id}, "recursion_limit": _RECURSION_LIMIT}
         self.imported: ImportedHistory | None = None
@@ -161,7 +191,7 @@ class Campaign:
     @classmethod
     def start(cls, spec: CampaignSpec, *, db: str | Path | Ledger, campaign_id: str | None = None,
               lease: CampaignLease | None = None, history: HistoryFile | None = None,
-              durability: Durability = "sync") -> Campaign:
+              durability: Durability = "sync", check_models: bool = True) -> Campaign:
         """Record ``CampaignStarted`` and return a campaign ready to ``run``.
 
         The campaign takes its lease (``orchestrator.loop.lease``) unless the caller passes one it holds, and releases it
@@ -173,6 +203,9 @@ class Campaign:
 
         ``durability`` is when ``run`` saves LangGraph's checkpoint (``Campaign.durability``); it is checked before
         the ledger is opened.
+
+        ``check_models=False`` skips the planner model check (``llm_models.check_chat_model``): for a what-if replay
+        whose model calls are answered from the recording, where the model need not be installed here.
 
         The recorded spec has the credentials of its URLs (lab, model endpoint) redacted; this campaign keeps the
         real ones for its connections.
@@ -186,11 +219,12 @@ class Campaign:
         try:
             if ledger.n_events(campaign_id):
                 raise SetupError(f"campaign {campaign_id!r} already exists in {ledger.url}; "
-                                 f"resume it with --resume {campaign_id}")
+                                 f"resume it with --resume {shlex.quote(campaign_id)}")
             taken = _take_lease(ledger, campaign_id, lease)
             if ledger.n_events(campaign_id):  # started by another process between the check and the lease
                 raise SetupError(f"campaign {campaign_id!r} was just started by another process in {ledger.url}")
-            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken, durability=durability)
+            campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken, durability=durability,
+                           check_models=check_models)
         except BaseException:
             _give_up(ledger if owns else None, taken)
             raise
@@ -224,9 +258,10 @@ class Campaign:
         refused with ``CampaignBusy`` before anything is written.
 
         ``options`` (``lab_budget``, ``seed``, ``planner``, ``lab_url``, ``model``) follow ``resume_policy``: a new
-        lab budget is applied and recorded as ``LabBudgetChanged``, a different seed or planner is refused, and a
-        lab URL or model whose credentials the ledger redacted must be given again. ``durability`` is as for
-        ``start``.
+        lab budget is applied and recorded as ``LabBudgetChanged``, a different seed or planner is refused, a
+        lab URL or model whose credentials the ledger redacted must be given again, and another model is refused
+        unless the recorded one never answered (then it is recorded as ``PlannerModelChanged``). ``durability`` is
+        as for ``start``.
         """
         checked_durability(durability)
         ledger, owns = (db, False) if isinstance(db, Ledger) else (Ledger.open(db), True)
@@ -235,15 +270,17 @@ class Campaign:
             recorded = recorded_spec(ledger, campaign_id)
             taken = _take_lease(ledger, campaign_id, lease)
             row = ledger.campaign(campaign_id)
-            spec, budget_change = resume_spec(recorded, campaign_id=campaign_id,
-                                              n_dispatched=len(ledger.lab_jobs(campaign_id)),
-                                              is_stopped=row.status == "stopped", **options)
+            spec, changes = resume_spec(recorded, campaign_id=campaign_id,
+                                        n_dispatched=len(ledger.lab_jobs(campaign_id)),
+                                        is_stopped=row.status == "stopped",
+                                        has_model_answered=model_has_answered(ledger, campaign_id), **options)
             campaign = cls(ledger, campaign_id, spec, owns_ledger=owns, lease=taken, durability=durability)
         except BaseException:
             _give_up(ledger if owns else None, taken)
             raise
-        if budget_change is not None:
-            ledger.append(campaign_id, budget_change, key=f"lab-budget-changed:{ledger.n_events(campaign_id)}")
+        n_events = ledger.n_events(campaign_id)
+        keys = {LabBudgetChanged.type: "lab-budget-changed", PlannerModelChanged.type: "planner-model-changed"}
+        ledger.append_many(campaign_id, [(change, f"{keys[change.type]}:{n_events}") for change in changes])
         return campaign
 
     # ------------------------------------------------------------------------------------------------ running
@@ -291,6 +328,7 @@ class Campaign:
         checked_name(by)  # a bad name is refused before the graph runs
         if self.is_finished:
             return done()
+        self._align_with_ledger()
         if approval is not None:  # resuming an interrupt: the checkpoint's snapshot decides nothing here
             graph_input: Any = Command(resume=resume_value(approval, by=by))
         elif (snapshot := self.graph.get_state(self.config)).next:
@@ -302,7 +340,8 @@ class Campaign:
             # streaming from the checkpoint applies those pending writes and carries on from there.
             graph_input = None
         else:
-            graph_input = {"campaign_id": self.campaign_id, "iteration": 0, "is_done": False}
+            graph_input = {"campaign_id": self.campaign_id, "iteration": 0, "is_done": False,
+                           "ledger_seq": self.ledger.head_seq(self.campaign_id)}
         n_steps = 0
         for chunk in self.graph.stream(graph_input, self.config, stream_mode="updates",
                                        durability=self.durability):
@@ -316,6 +355,18 @@ class Campaign:
                 break
         return done()
 
+    def _align_with_ledger(self) -> None:
+        """Put the graph where the ledger says it is when the checkpoint disagrees: missing (only the database was
+        copied, or the ledger imported elsewhere), behind (a power cut, a kill between a commit and its checkpoint)
+        or ahead (an older ledger). The ledger is the truth (``orchestrator.loop.position``)."""
+        snapshot = self.graph.get_state(self.config)
+        if is_checkpoint_current(self.ledger, self.campaign_id, snapshot.values, tuple(snapshot.next)):
+            return
+        position = ledger_position(self.ctx)
+        self._checkpointer.delete_thread(self.campaign_id)
+        if position is not None:  # else no node has written yet: the run starts afresh
+            self.graph.update_state(self.config, position.state, as_node=position.as_node)
+
     def summary(self) -> dict[str, Any]:
         return summarise(self.ledger, self.campaign_id)
 
@@ -326,11 +377,17 @@ class Campaign:
         return {"campaign_id": self.campaign_id, "status": row.status, "stop_reason": row.stop_reason}
 
     # ------------------------------------------------------------------------------------------------ closing
-    def close(self) -> None:
+    def close_runtime(self) -> None:
+        """Close the context and the checkpointer's connection (not the ledger, not the lease)."""
         try:
             self.ctx.close()
+        finally:
             if self._connection is not None:
                 self._connection.close()
+
+    def close(self) -> None:
+        try:
+            self.close_runtime()
         finally:
             _give_up(self.ledger if self._owns_ledger else None, self._lease)
             self._lease = None

@@ -17,9 +17,11 @@ from orchestrator.space.checks import (
     N_SHOWN,
     as_float,
     csv_line_numbers,
+    empty_value_problem,
     missing_column_hint,
     read_csv_table,
     require_rows,
+    written_cells_at,
 )
 from orchestrator.space.pool import Pool, describe
 from orchestrator.spec import CampaignSpec
@@ -72,22 +74,27 @@ def read_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_colu
     frame = read_csv_table(path, "history file", HistoryImportError, is_rows_required=False,
                            columns=[*columns, value_column],
                            text_columns=[] if spec.campaign.kind == "conditions" else columns)
+    # quote a CSV's header, never another file's first line
+    from vocabulary.header_text import columns_text, shown_names
+
     if value_column not in frame.columns:
         raise HistoryImportError(f"history file {path.name} has no {value_column!r} column (the measured objective); "
-                                 f"its columns are {list(frame.columns)}. Pass --value-column"
-                                 f"{missing_column_hint([value_column], frame.columns)}")
+                                 f"{columns_text(path, frame.columns)}. Pass --value-column"
+                                 f"{missing_column_hint([value_column], shown_names(path, frame.columns))}")
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise HistoryImportError(f"history file {path.name} has no column(s) {missing}; its columns are "
-                                 f"{list(frame.columns)}. Name the candidate column with --candidate-column (molecules, "
-                                 f"materials) or use the spec's space.columns (conditions)"
-                                 f"{missing_column_hint(missing, frame.columns)}")
+        raise HistoryImportError(f"history file {path.name} has no column(s) {missing}; "
+                                 f"{columns_text(path, frame.columns)}. Name the candidate column with "
+                                 "--candidate-column (molecules, materials) or use the spec's space.columns "
+                                 f"(conditions){missing_column_hint(missing, shown_names(path, frame.columns))}")
     require_rows(frame, path, "history file", HistoryImportError)
     lines = csv_line_numbers(path, len(frame))
     rows, problems, seen = [], [], {}
-    for line, record in zip(lines, frame.to_dict("records"), strict=True):
+    blank = [k for k, given in enumerate(frame[value_column].tolist()) if _is_empty(given)]
+    written = written_cells_at(path, value_column, blank)  # pandas reads NaN, NA, null as missing: name them
+    for k, (line, record) in enumerate(zip(lines, frame.to_dict("records"), strict=True)):
         try:
-            candidate, value = _checked_row(spec, pool, record, columns, value_column, seen)
+            candidate, value = _checked_row(spec, pool, record, columns, value_column, seen, written.get(k))
         except _BadRow as exc:
             problems.append(f"line {line}: {exc}")
             continue
@@ -109,8 +116,9 @@ def _is_empty(cell: object) -> bool:
 
 
 def _checked_row(spec: CampaignSpec, pool: Pool, record: dict, columns: list[str], value_column: str,
-                 seen: dict[str, int]) -> tuple[object, float]:
-    """One row's candidate and value, or ``_BadRow``; a new candidate of an open space joins the pool."""
+                 seen: dict[str, int], written: str | None = None) -> tuple[object, float]:
+    """One row's candidate and value, or ``_BadRow``; a new candidate of an open space joins the pool. ``written``
+    is the value cell as written where pandas read it as missing (``NaN``, ``NA``)."""
     empty = [c for c in columns if _is_empty(record[c])]
     if empty:
         hint = " (write none for an absent component)" if spec.campaign.kind == "conditions" else ""
@@ -124,8 +132,10 @@ def _checked_row(spec: CampaignSpec, pool: Pool, record: dict, columns: list[str
     value = as_float(given)
     if math.isnan(value) and not _is_empty(given):
         raise _BadRow(f"{value_column}={given!r} is not a number")
+    if _is_empty(given):
+        raise _BadRow(empty_value_problem(value_column, written).text)
     if not math.isfinite(value):
-        raise _BadRow(f"{value_column} is empty or not finite ({value})")
+        raise _BadRow(f"{value_column}={value} is not finite")
     if candidate.id in seen:
         raise _BadRow(f"{describe(candidate)!r} repeats line {seen[candidate.id]} (average replicates into one row)")
     if candidate.id not in pool.index:

@@ -30,6 +30,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import socket
 import zlib
 from dataclasses import dataclass
@@ -112,7 +113,7 @@ class CampaignLease:
         where = f"lock file {self.lock_path()}" if not self.ledger.is_postgres else f"database {self.ledger.url}"
         raise CampaignBusy(
             f"campaign {self.campaign_id!r} is being run by another process ({who}; {where}); wait for it to "
-            f"finish or stop it, then `closedloop run --resume {self.campaign_id}`")
+            f"finish or stop it, then `closedloop run --resume {shlex.quote(self.campaign_id)}`")
 
     def try_acquire(self) -> bool:
         """Take the lease if nobody holds it; never waits."""
@@ -160,10 +161,9 @@ class CampaignLease:
 
     def lock_path(self) -> Path:
         """The lock file of a SQLite ledger's campaign, beside the database."""
-        url = self.ledger.url
-        if not url.startswith("sqlite:///"):
+        db = self.ledger.path  # the file itself, never a prefix stripped off its URL (a path may hold ``?``)
+        if db is None:
             raise ClosedLoopError("leases need a file or PostgreSQL ledger; an in-memory ledger has one process only")
-        db = Path(url.removeprefix("sqlite:///"))
         digest = zlib.crc32(self.campaign_id.encode())
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in self.campaign_id)[:60]
         return db.with_name(f"{db.name}.lease.{safe}.{digest:08x}")

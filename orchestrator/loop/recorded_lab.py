@@ -17,7 +17,7 @@ __all__ = ["recorded_values", "resolve_recorded_lab"]
 
 def recorded_values(db: str, campaign_id: str) -> dict[str, float]:
     """Candidate id -> mean recorded lab value (successful lab results only)."""
-    ledger = Ledger.open(db)
+    ledger = Ledger.open(db, read_only=True)  # the recorded campaign is only read (it may sit on an archive)
     try:
         values: dict[str, list[float]] = defaultdict(list)
         for event in ledger.events(campaign_id, types=["Observed"]):

@@ -31,3 +31,6 @@ class CampaignState(TypedDict, total=False):
     is_done: bool
     """Set by ``decide`` when a stop criterion holds."""
     stop_reason: str
+    ledger_seq: int
+    """The campaign's ledger head (seq) when the last node finished: how much of the ledger this checkpoint has seen.
+    A checkpoint behind the ledger, ahead of it or without it is put where the ledger says (``loop.position``)."""

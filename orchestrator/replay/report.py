@@ -24,6 +24,7 @@ from typing import Any, Literal
 from sqlalchemy.engine import make_url
 
 from orchestrator.ledger import Ledger, LedgerError
+from orchestrator.ledger.outputs import check_output_path, output_dir, output_file
 from orchestrator.loop.resume_policy import recorded_spec
 from orchestrator.spec import CampaignSpec
 from vocabulary.events import (
@@ -273,18 +274,26 @@ def _html(summary: dict[str, Any], n_events: int, captions: dict[str, str]) -> s
 """
 
 
-def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path) -> Path:
+def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path, *, force: bool = False) -> Path:
     """Write ``index.html`` and the PNGs of ``REPORT_FIGURES`` into ``out_dir`` (created if needed).
+
+    Each file is written whole beside its place and then published there (``ledger.outputs``): files of an earlier
+    report are replaced only with ``force``, and a link, FIFO or device in their place, or an ``out_dir`` that is a
+    file or a link, is refused before anything is written.
 
     Returns:
         The path of ``index.html``; the PNGs sit next to it and the HTML links them by relative path.
+
+    Raises:
+        OutputPathError: something at ``out_dir`` or at one of the report's files may not be replaced.
     """
     from orchestrator.loop.summary import summarise
     from orchestrator.replay import report_plots as plots
 
     spec = _spec(ledger, campaign_id)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out_dir)
+    for name in (*REPORT_FIGURES.values(), "index.html"):
+        check_output_path(out / name, force=force)  # all of them first: a refusal writes nothing
     summary = summarise(ledger, campaign_id)
     arms = [spec.planner.main] + ([spec.planner.control] if spec.planner.control else [])
     objective = spec.objective
@@ -297,14 +306,18 @@ def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path) -> Path:
     elif spec.stop.threshold is not None:
         lines = {"hit threshold": spec.stop.threshold}
     curves = best_so_far(ledger, campaign_id, spec)
-    plots.plot_best_so_far(curves, out / REPORT_FIGURES["best_so_far"], arms=arms,
-                           value_label=f"best {objective.property}{unit}", reference_lines=lines, band=band)
+    with output_file(out / REPORT_FIGURES["best_so_far"], force=force) as tmp:
+        plots.plot_best_so_far(curves, tmp, arms=arms, value_label=f"best {objective.property}{unit}",
+                               reference_lines=lines, band=band)
     funnel = ladder_funnel(ledger, campaign_id, [rung.name for rung in spec.ladder])
-    plots.plot_funnel(funnel, out / REPORT_FIGURES["funnel"])
+    with output_file(out / REPORT_FIGURES["funnel"], force=force) as tmp:
+        plots.plot_funnel(funnel, tmp)
     gantt = station_gantt(ledger, campaign_id, spec)
-    plots.plot_gantt(gantt.rows, gantt.job_arms, out / REPORT_FIGURES["gantt"], arms=arms,
-                     title="lab stations" if gantt.source == "simlab" else "lab jobs")
-    plots.plot_rewards(rewards_by_step(ledger, campaign_id), out / REPORT_FIGURES["rewards"])
+    with output_file(out / REPORT_FIGURES["gantt"], force=force) as tmp:
+        plots.plot_gantt(gantt.rows, gantt.job_arms, tmp, arms=arms,
+                         title="lab stations" if gantt.source == "simlab" else "lab jobs")
+    with output_file(out / REPORT_FIGURES["rewards"], force=force) as tmp:
+        plots.plot_rewards(rewards_by_step(ledger, campaign_id), tmp)
     captions = {
         "best_so_far": f"Best {objective.property} found so far by each arm, against that arm's lab experiments "
                        "and against simulated lab time since the first dispatch.",
@@ -317,6 +330,7 @@ def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path) -> Path:
     index = out / "index.html"
     from orchestrator.replay.report_rewards import insert_rewards_section
 
-    index.write_text(insert_rewards_section(_html(summary, len(ledger.events(campaign_id)), captions), ledger,
-                                            campaign_id), encoding="utf-8")
+    with output_file(index, force=force) as tmp:
+        tmp.write_text(insert_rewards_section(_html(summary, len(ledger.events(campaign_id)), captions), ledger,
+                                              campaign_id), encoding="utf-8")
     return index

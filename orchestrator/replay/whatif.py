@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orchestrator.ledger import Ledger
+from orchestrator.ledger import Ledger, sqlite_file
 from orchestrator.spec import CampaignSpec, validate_spec
 from vocabulary.domain import SetupError
 from vocabulary.events import LLMCall, Observed, Proposed, RewardFinalised
@@ -146,17 +146,18 @@ def what_if(ledger: Ledger, campaign_id: str, *, planner: str | None = None, rub
     if planner is None and rubric is None and model is None:
         raise SetupError("a what-if needs --planner, --rubric or --model; for an exact replay leave them all out")
     spec = _spec(ledger, campaign_id)
-    new_spec = what_if_spec(spec, db_url=ledger.url, campaign_id=campaign_id, planner=planner, rubric=rubric, model=model,
+    new_spec = what_if_spec(spec, db_url=ledger.location, campaign_id=campaign_id, planner=planner, rubric=rubric, model=model,
                             recorded_lab=recorded_lab)
     if out_db is None:
         out_db = Path(tempfile.mkdtemp(prefix="closedloop-whatif-")) / "whatif.db"
-    if str(out_db) in {ledger.url, str(Path(ledger.url.removeprefix("sqlite:///")))}:
+    if str(out_db) in {ledger.url, ledger.location} or sqlite_file(out_db) in {ledger.path} - {None}:
         raise SetupError("the what-if needs its own ledger; pass --out-db with another path than the recorded one")
     # The same id in its own ledger: the same job keys, so a simulated lab draws the same noise and durations
     # for the same candidate, and what differs is only what the swapped planner or rubric changed.
     new_id = campaign_id
-    with Campaign.start(new_spec, db=out_db, campaign_id=new_id) as campaign:
-        if new_spec.planner.main == spec.planner.main and model is None:
+    answers_recorded = new_spec.planner.main == spec.planner.main and model is None
+    with Campaign.start(new_spec, db=out_db, campaign_id=new_id, check_models=not answers_recorded) as campaign:
+        if answers_recorded:
             # the same planner sees the same history: answer its model calls from the recording
             calls = [(e.typed(), e.idempotency_key) for e in ledger.events(campaign_id, types=[LLMCall.type])]
             if calls:

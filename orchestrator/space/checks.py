@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from orchestrator.space.csv_limits import bounded_records, check_csv_limits
 from vocabulary.domain import SetupError
 
 __all__ = [
@@ -36,12 +37,14 @@ __all__ = [
     "RowProblem",
     "as_float",
     "as_floats",
+    "check_csv_limits",
     "check_csv_shape",
     "conflicting_replicates",
     "csv_header",
     "delimiter_hint",
     "csv_line_numbers",
     "empty_fields",
+    "empty_value_problem",
     "enforce_policy",
     "iter_csv_line_numbers",
     "iter_csv_records",
@@ -51,6 +54,7 @@ __all__ = [
     "read_csv_table",
     "require_rows",
     "wide_row_problem",
+    "written_cells_at",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,8 +82,10 @@ def read_csv_table(path: Path, what: str, error: type[SetupError] = SetupError, 
     all) twice, or a row with more fields than the header names, is refused: pandas would read the first as ``x``
     and ``x.1`` and silently shift every column of the second (reading its first field as an index). In
     ``text_columns`` (SMILES, formulas) a cell is text as written: pandas reads ``NaN``, ``NA`` or ``None`` as
-    missing, but ``NaN`` is sodium nitride (only an empty cell is missing there), and ``1e5`` as 100000.0.
+    missing, but ``NaN`` is sodium nitride (only an empty cell is missing there), and ``1e5`` as 100000.0. A file
+    with a cell or row over its size limit (``csv_limits``) is refused before pandas reads any of it.
     """
+    check_csv_limits(path, f"{what} {path}", error)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", pd.errors.ParserWarning)
@@ -197,15 +203,13 @@ def _records(path: Path) -> Iterator[tuple[int, list[str]]]:
     """Every record of a CSV that pandas reads (the header first), with the 1-based file line it starts on.
 
     A line of whitespace only is skipped, as pandas skips it; a line with a delimiter or a quoted empty field is a
-    record.
+    record. A record over the size limits raises ``csv_limits.OversizedRow`` (a ``csv.Error``) having read no more than
+    the limit of it.
     """
     with open(path, newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        start = 1
-        for record in reader:
+        for start, record in bounded_records(handle):
             if record and not (len(record) == 1 and record[0] != "" and not record[0].strip()):
                 yield start, record
-            start = reader.line_num + 1
 
 
 def iter_csv_records(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -290,30 +294,71 @@ def empty_fields(raw: Any, column: str) -> list[str]:
     return [column] if raw is None or (isinstance(raw, float) and math.isnan(raw)) else []
 
 
-def numeric_value_problems(frame: pd.DataFrame, column: str, *,
-                           is_required: bool) -> tuple[pd.Series, dict[int, RowProblem]]:
+def numeric_value_problems(frame: pd.DataFrame, column: str, *, is_required: bool,
+                           written: Callable[[list[int]], dict[int, str]] | None = None,
+                           ) -> tuple[pd.Series, dict[int, RowProblem]]:
     """A value column as floats, and the rows (by position) whose value is text, infinite, or empty when required.
 
+    pandas reads ``NaN``, ``NA`` or ``null`` as a missing value; ``written`` (the cells as written at some
+    positions, ``written_cells_at``) lets a required one be named as written ("y is 'NaN' (not a number)"), not
+    reported as empty.
+
     Example:
-        >>> values, problems = numeric_value_problems(pd.DataFrame({"y": ["1.5", "abc", "inf", None]}), "y",
-        ...                                             is_required=True)
+        >>> values, problems = numeric_value_problems(pd.DataFrame({"y": ["1.5", "abc", "inf", None, None]}), "y",
+        ...                                             is_required=True, written=lambda rows: {4: "NaN"})
         >>> values.tolist()[:1], {k: p.text for k, p in problems.items()}
-        ([1.5], {1: "y='abc' is not a number", 2: 'y=inf is not finite', 3: 'y is empty'})
+        ([1.5], {1: "y='abc' is not a number", 2: 'y=inf is not finite', 3: 'y is empty', 4: "y is 'NaN' (not a number)"})
     """
     raw = frame[column]
     values = as_floats(raw)
     problems: dict[int, RowProblem] = {}
+    empty: list[int] = []
     for position, (given, value) in enumerate(zip(raw.tolist(), values.tolist(), strict=True)):
         is_empty = given is None or (isinstance(given, float) and math.isnan(given)) or str(given).strip() == ""
         if is_empty:
             if is_required:
-                problems[position] = RowProblem(f"{column} is empty")
+                empty.append(position)
         elif math.isnan(value):
             problems[position] = RowProblem(f"{column}={given!r} is not a number")
         elif not math.isfinite(value):
             shown = value if isinstance(given, float) else _abbreviated(given)
             problems[position] = RowProblem(f"{column}={shown} is not finite")
-    return values, problems
+    as_written = written(empty) if written is not None and empty else {}
+    for position in empty:
+        problems[position] = empty_value_problem(column, as_written.get(position))
+    return values, dict(sorted(problems.items()))
+
+
+def empty_value_problem(column: str, written: str | None) -> RowProblem:
+    """A required value that pandas read as missing: empty, or a missing-value marker named as written.
+
+    Example:
+        >>> empty_value_problem("expt", " "), empty_value_problem("expt", "NaN")
+        (RowProblem(text='expt is empty', is_conflict=False), RowProblem(text="expt is 'NaN' (not a number)", is_conflict=False))
+    """
+    text = (written or "").strip()
+    return RowProblem(f"{column} is {_abbreviated(text)!r} (not a number)" if text else f"{column} is empty")
+
+
+def written_cells_at(path: Path, column: str, positions: Collection[int], chunk_rows: int = 100_000) -> dict[int, str]:
+    """The cells of ``column`` as written (no missing-value marker read as NaN) at the data-row ``positions`` (as
+    pandas numbers the rows), read ``chunk_rows`` rows at a time. A blank cell is left out, and so is every cell
+    when the file cannot be read so."""
+    wanted = set(positions)
+    found: dict[int, str] = {}
+    if not wanted:
+        return found
+    try:
+        start = 0
+        for chunk in pd.read_csv(path, usecols=[column], dtype=str, keep_default_na=False, encoding="utf-8-sig",
+                                 index_col=False, chunksize=chunk_rows):
+            for offset, text in enumerate(chunk[column].tolist()):
+                if text.strip() and start + offset in wanted:
+                    found[start + offset] = text
+            start += len(chunk)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError):
+        return {}
+    return found
 
 
 def _abbreviated(value: Any, limit: int = 24) -> str:

@@ -33,12 +33,15 @@ from orchestrator.space.checks import (
     check_csv_shape,
     csv_header,
     csv_line_numbers,
+    empty_value_problem,
     enforce_policy,
     missing_column_hint,
     numeric_column,
     numeric_value_problems,
+    written_cells_at,
 )
 from orchestrator.space.compact import CHUNK_ROWS, CompactPool
+from orchestrator.space.csv_limits import check_csv_limits
 from vocabulary.domain import ConditionSpace, Parameter, SetupError
 
 __all__ = ["load_compact_pool"]
@@ -70,7 +73,8 @@ def _read(path: Path, wanted: list[str], value_columns: dict[str, bool], text: s
     rows. Raises ``_BecameText`` when a column read as numbers meets text (it is then re-read as text)."""
     vocab: dict[str, dict[str, int]] = {name: {} for name in wanted if name in text}
     data: dict[str, list[np.ndarray]] = {name: [] for name in [*wanted, *value_columns]}
-    problems: dict[int, RowProblem] = {}
+    found: dict[str, dict[int, RowProblem]] = {name: {} for name in value_columns}
+    empty: dict[str, list[int]] = {name: [] for name in value_columns}
     start = 0
     for chunk in _read_chunks(path, [*dict.fromkeys([*wanted, *value_columns])], text, chunk_rows):
         for name in wanted:
@@ -90,17 +94,28 @@ def _read(path: Path, wanted: list[str], value_columns: dict[str, bool], text: s
             series = chunk[name]
             if series.dtype == float:
                 values = series.to_numpy(dtype=float)
-                for offset in np.flatnonzero(np.isnan(values) if is_required else np.zeros(len(values), bool)):
-                    problems.setdefault(start + int(offset), RowProblem(f"{name} is empty"))
+                is_empty = np.isnan(values)
                 for offset in np.flatnonzero(np.isinf(values)):
-                    problems.setdefault(start + int(offset), RowProblem(f"{name}={values[offset]} is not finite"))
+                    found[name][start + int(offset)] = RowProblem(f"{name}={values[offset]} is not finite")
             else:
-                converted, found = numeric_value_problems(chunk.reset_index(drop=True), name, is_required=is_required)
+                frame = chunk.reset_index(drop=True)
+                converted, problems = numeric_value_problems(frame, name, is_required=False)
                 values = converted.to_numpy(dtype=float)
-                for offset, problem in found.items():
-                    problems.setdefault(start + offset, problem)
+                is_empty = np.isnan(values)
+                for offset, problem in problems.items():
+                    is_empty[offset] = False
+                    found[name][start + offset] = problem
+            if is_required:
+                empty[name].extend((start + np.flatnonzero(is_empty)).tolist())
             data[name].append(values)
         start += len(chunk)
+    problems: dict[int, RowProblem] = {}
+    for name in value_columns:  # the first column's problem is a row's, as the in-memory pool reports it
+        written = written_cells_at(path, name, empty[name]) if empty[name] else {}
+        for row in empty[name]:
+            found[name][row] = empty_value_problem(name, written.get(row))
+        for row in sorted(found[name]):
+            problems.setdefault(row, found[name][row])
     return {"vocab": vocab, "data": {k: np.concatenate(v) if v else np.zeros(0) for k, v in data.items()},
             "value_problems": problems, "n_rows": start}
 
@@ -259,6 +274,7 @@ def load_compact_pool(spec, value_columns: dict[str, bool], *, chunk_rows: int =
     path = spec.resolve(spec.space.pool)
     if not path.is_file():
         raise SetupError(f"design-space pool {path} does not exist; fix 'space.pool' (paths are relative to the spec file)")
+    check_csv_limits(path, f"design-space pool {path}")
     wanted = list(spec.space.columns or [])
     header = csv_header(path)
     if not header:
@@ -267,8 +283,12 @@ def load_compact_pool(spec, value_columns: dict[str, bool], *, chunk_rows: int =
     check_csv_shape(path, "design-space pool", columns=[*wanted, *value_columns], has_wide_rows=False)
     missing = [c for c in [*wanted, spec.lab.oracle_column] if c is not None and c not in header]
     if missing:
-        raise SetupError(f"pool {path.name} has no column(s) {missing}; its columns are {header}; "
-                         f"fix the spec's space.column(s) or lab.oracle_column{missing_column_hint(missing, header)}")
+        # quote a CSV's header, never another file's first line
+        from vocabulary.header_text import columns_text, shown_names
+
+        raise SetupError(f"pool {path.name} has no column(s) {missing}; {columns_text(path, header)}; fix the spec's "
+                         "space.column(s) or lab.oracle_column"
+                         f"{missing_column_hint(missing, shown_names(path, header))}")
     present = {c: required for c, required in value_columns.items() if c in header}
     text = _text_columns(path, wanted, chunk_rows)
     while True:

@@ -29,6 +29,7 @@ from orchestrator.space.checks import (
     numeric_column,
     numeric_value_problems,
     read_csv_table,
+    written_cells_at,
 )
 from orchestrator.spec import CampaignSpec
 from vocabulary.domain import (
@@ -211,11 +212,13 @@ def _value_columns(spec: CampaignSpec) -> dict[str, bool]:
 
 
 def _validated(spec: CampaignSpec, source: str, raw_items: list[Any], frame: pd.DataFrame,
-               space: ConditionSpace | None, label, value_columns: dict[str, bool] | None = None) -> Pool:
+               space: ConditionSpace | None, label, value_columns: dict[str, bool] | None = None,
+               path: Path | None = None) -> Pool:
     """Judge every row (``pool_checks``), apply ``[space] on_bad_rows`` and ``replicates``, and merge the rest.
 
     ``value_columns`` (default ``_value_columns(spec)``) are the measurement columns, each with whether every row
-    needs a value.
+    needs a value. ``path`` is the pool file the frame was read from, where a required value pandas read as missing
+    (``NaN``, ``NA``) is looked up as written.
     """
     kind = spec.campaign.kind
     parsed, problems = _parse_rows(kind, raw_items, space, spec.space.column or "candidate")
@@ -227,7 +230,9 @@ def _validated(spec: CampaignSpec, source: str, raw_items: list[Any], frame: pd.
     required = {c: is_required for c, is_required in wanted.items() if c in frame.columns}
     value_columns = list(required)
     for column in value_columns:
-        frame[column], column_problems = numeric_value_problems(frame, column, is_required=required[column])
+        written = None if path is None else (lambda rows, column=column: written_cells_at(path, column, rows))
+        frame[column], column_problems = numeric_value_problems(frame, column, is_required=required[column],
+                                                                written=written)
         for position, problem in column_problems.items():
             problems.setdefault(position, problem)
     ids = [c.id if c is not None and k not in problems else None for k, c in enumerate(parsed)]
@@ -312,9 +317,12 @@ def load_pool(spec: CampaignSpec) -> Pool:
                            text_columns=[] if kind == "conditions" else wanted)
     missing = [c for c in [*wanted, spec.lab.oracle_column] if c is not None and c not in frame.columns]
     if missing:
-        raise SetupError(f"pool {Path(path).name} has no column(s) {missing}; its columns are {list(frame.columns)}; "
+        # quote a CSV's header, never another file's first line
+        from vocabulary.header_text import columns_text, shown_names
+
+        raise SetupError(f"pool {Path(path).name} has no column(s) {missing}; {columns_text(path, frame.columns)}; "
                          "fix the spec's space.column(s) or lab.oracle_column"
-                         f"{missing_column_hint(missing, frame.columns)}")
+                         f"{missing_column_hint(missing, shown_names(path, frame.columns))}")
     if kind == "conditions":
         space = _space_from_frame(frame, wanted)
         raw_items = frame[wanted].to_dict("records")
@@ -327,7 +335,7 @@ def load_pool(spec: CampaignSpec) -> Pool:
             lines.extend(csv_line_numbers(path, len(frame)))
         return f"line {lines[position]}"
 
-    pool = _validated(spec, f"pool {path.name}", raw_items, frame, space, label)
+    pool = _validated(spec, f"pool {path.name}", raw_items, frame, space, label, path=path)
     if kind == "conditions" and _reads_columns(spec, space):
         from orchestrator.space.features import featurise_columns
 

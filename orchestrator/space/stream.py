@@ -58,6 +58,7 @@ from orchestrator.space.checks import (
     numeric_column,
     wide_row_problem,
 )
+from orchestrator.space.csv_limits import check_csv_limits
 from vocabulary.domain import (
     Candidate,
     CandidateKind,
@@ -106,9 +107,12 @@ class TopK:
 
 # ---------------------------------------------------------------------------------------------------- reading
 def _check_file(path: str | Path) -> Path:
+    """The pool's path, once it is known to exist and to hold no cell or row over its size limit (``csv_limits``:
+    pandas would hold the whole row at once, however large)."""
     path = Path(path)
     if not path.is_file():
         raise SetupError(f"design-space pool {path} does not exist; give the path of a CSV file with a header row")
+    check_csv_limits(path, f"pool {path.name}")
     return path
 
 
@@ -140,8 +144,11 @@ def _wanted(path: Path, kind: CandidateKind, column: str | None, columns: list[s
     header = _header(path, wanted)
     missing = [name for name in wanted if name not in header]
     if missing:
-        raise SetupError(f"pool {path.name} has no column(s) {missing}; its columns are {header}"
-                         f"{missing_column_hint(missing, header)}")
+        # quote a CSV's header, never another file's first line
+        from vocabulary.header_text import columns_text, shown_names
+
+        raise SetupError(f"pool {path.name} has no column(s) {missing}; {columns_text(path, header)}"
+                         f"{missing_column_hint(missing, shown_names(path, header))}")
     return wanted
 
 
@@ -210,7 +217,11 @@ def condition_space_from_csv(path: str | Path, columns: list[str], *, chunk_size
         SetupError: for a missing or unreadable file, a missing column, or a column with no value at all.
     """
     path = _check_file(path)
-    wanted = _wanted(path, "conditions", None, columns)
+    return _condition_space(path, _wanted(path, "conditions", None, columns), chunk_size)
+
+
+def _condition_space(path: Path, wanted: list[str], chunk_size: int = 100_000) -> ConditionSpace:
+    """``condition_space_from_csv`` of a file already checked (``_check_file``, ``_wanted``)."""
     low = {name: math.inf for name in wanted}
     high = {name: -math.inf for name in wanted}
     choices: dict[str, set[str]] = {name: set() for name in wanted}
@@ -299,7 +310,7 @@ def stream_top_k(
         raise SetupError(f"{k=} must be at least 1 candidate")
     wanted = _wanted(path, kind, column, columns)
     if kind == "conditions" and space is None:
-        space = condition_space_from_csv(path, wanted)
+        space = _condition_space(path, wanted)
     exclude = set(exclude_ids)
     result = TopK(best=[])
     # A min-heap of (score, -row, id): its root is the weakest of the k kept, the first to be pushed out.

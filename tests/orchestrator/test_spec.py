@@ -63,3 +63,50 @@ def test_bad_files(tmp_path):
 def test_overrides():
     spec = load_spec(FREESOLV_SPEC).with_overrides(seed=7, lab_budget=5)
     assert (spec.campaign.seed, spec.budget.lab_experiments) == (7, 5)
+
+
+# ------------------------------------------------------------------------ issue 46: a rung that reads the lab's truth
+def test_a_table_rung_on_the_lab_column_is_refused_naming_the_rung_the_column_and_the_fix():
+    data = load_spec(FREESOLV_SPEC).model_dump()
+    data["ladder"][2]["column"] = "expt"  # a typo for "calc": the rung would predict the lab perfectly
+    with pytest.raises(SpecError) as err:
+        validate_spec(data, source="test.toml")
+    (path, message), = err.value.problems
+    assert path == "(top level)" and "\n" not in message
+    assert "rung 'gaff' reads column 'expt', which is lab.oracle_column" in message
+    assert "give the rung the column of its own (cheaper) measurement" in message
+
+
+def test_a_table_rung_on_the_inline_truth_is_refused():
+    data = {"campaign": {"name": "c", "kind": "molecule"}, "objective": {"direction": "maximize"},
+            "space": {"inline": ["CCO", "CCCO"]}, "lab": {"oracle": {"CCO": 1.0, "CCCO": 2.0}},
+            "ladder": [{"name": "peek", "simulator": "table", "column": "_oracle"}],
+            "budget": {"lab_experiments": 2}}
+    with pytest.raises(SpecError, match="rung 'peek' reads column '_oracle', which is the inline lab.oracle"):
+        validate_spec(data)
+    data["ladder"][0]["column"] = "calc"
+    assert validate_spec(data).ladder[0].column == "calc"
+
+
+# ----------------------------------------------------------------- issue 46: a spec saved with a BOM or CRLF line ends
+@pytest.mark.parametrize("prefix,newline", [(b"\xef\xbb\xbf", b"\n"), (b"", b"\r\n"), (b"\xef\xbb\xbf", b"\r\n"),
+                                            (b"", b"\r")])
+def test_a_spec_saved_with_a_byte_order_mark_or_crlf_loads_as_the_plain_file_does(tmp_path, prefix, newline):
+    text = FREESOLV_SPEC.read_bytes()
+    saved = tmp_path / "campaign.toml"
+    saved.write_bytes(prefix + text.replace(b"\n", newline))
+    plain = tmp_path / "plain.toml"
+    plain.write_bytes(text)
+    assert load_spec(saved) == load_spec(plain)
+
+
+@pytest.mark.parametrize("encoding,name", [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_spec_saved_as_utf16_is_refused_with_save_it_as_utf8(tmp_path, encoding, name):
+    saved = tmp_path / "campaign.toml"
+    text = FREESOLV_SPEC.read_text(encoding="utf-8")
+    saved.write_bytes(("\ufeff" if encoding == "utf-16-be" else "").encode(encoding) + text.encode(encoding))
+    with pytest.raises(SpecError) as err:
+        load_spec(saved)
+    assert err.value.problems == [("(file)", f"is {name} text (it starts with a {name} byte-order mark); save it as "
+                                             "UTF-8")]
+    assert "TOML syntax" not in str(err.value)

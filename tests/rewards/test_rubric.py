@@ -430,3 +430,22 @@ def test_criterion_score_round_trips_through_json(score):
 def test_importing_rewards_does_not_import_torch():
     code = "import sys, rewards; rewards.load_rubric('default'); assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----------------------------------------------------------- issue 46: a rubric saved with a BOM or CRLF line ends
+@pytest.mark.parametrize("prefix,newline", [(b"\xef\xbb\xbf", b"\n"), (b"", b"\r\n"), (b"\xef\xbb\xbf", b"\r\n")])
+def test_a_rubric_saved_with_a_byte_order_mark_or_crlf_is_the_same_rubric(tmp_path, prefix, newline):
+    saved = tmp_path / "mine.toml"
+    saved.write_bytes(prefix + DEFAULT_TOML.read_bytes().replace(b"\n", newline))
+    loaded = load_rubric(saved)
+    assert loaded == load_rubric("default") and loaded.content_hash == load_rubric("default").content_hash
+    assert parse_rubric((prefix + DEFAULT_TOML.read_bytes()).decode("utf-8")) == loaded
+
+
+def test_a_rubric_saved_as_utf16_is_refused_with_save_it_as_utf8(tmp_path):
+    saved = tmp_path / "mine.toml"
+    saved.write_bytes(DEFAULT_TOML.read_text(encoding="utf-8").encode("utf-16"))
+    with pytest.raises(RewardSetupError) as err:
+        load_rubric(saved)
+    assert str(err.value) == (f"rubric file {str(saved)!r} is UTF-16 text (it starts with a UTF-16 byte-order mark); "
+                              "save it as UTF-8")

@@ -18,7 +18,11 @@ Routes (all HTML unless said otherwise):
   decide what may be answered and the graph records ``Approved`` / ``Rejected`` / ``FailureHandled``. The campaign
   then runs on in this server, as it would in the MCP server.
 
-An unknown campaign is a 404 naming the campaigns there. Access rules are in ``auth``.
+A campaign id may hold any character (``Pd/C screen``, ``?``, ``#``, ``%``, unicode): the pages write it as one
+percent-encoded path segment (the ``segment`` filter, ``/`` as ``%2F``), and the app routes on the raw path with
+``%2F`` and ``%25`` still encoded (``_SegmentedPaths``), so an id's ``/`` never splits the route and each handler
+decodes the id exactly (``unquote``). An unknown campaign is a 404 naming the campaigns there. Access rules are in
+``auth``.
 
 Example:
     >>> from fastapi.testclient import TestClient
@@ -29,8 +33,10 @@ Example:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote, unquote, urlencode
 
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import (
@@ -61,6 +67,45 @@ PANELS = ("status", "approvals", "plots", "results", "llm_calls")
 """The fragments of a campaign page, in page order."""
 
 _HERE = Path(__file__).parent
+
+
+def segment(text: Any) -> str:
+    """``text`` as one URL path segment: every character but the unreserved ones percent-encoded, ``/`` included.
+
+    Example:
+        >>> segment("Pd/C screen?#%é")
+        'Pd%2FC%20screen%3F%23%25%C3%A9'
+    """
+    return quote(str(text), safe="")
+
+
+_KEPT_ENCODED = re.compile(r"(%2[fF]|%25)")
+
+
+def routed_path(raw_path: str) -> str:
+    """The path to route on: ``raw_path`` percent-decoded, except ``%2F`` and ``%25``, which stay encoded, so a
+    ``/`` inside a segment never splits it and ``unquote`` of a segment gives it back exactly.
+
+    Example:
+        >>> routed_path("/campaigns/Pd%2FC%20screen%2525/approve")
+        '/campaigns/Pd%2FC screen%2525/approve'
+    """
+    parts = _KEPT_ENCODED.split(raw_path)
+    return "".join(part.upper() if i % 2 else unquote(part) for i, part in enumerate(parts))
+
+
+class _SegmentedPaths:
+    """ASGI middleware: route on ``routed_path(raw_path)`` instead of the server's fully decoded path, in which an
+    encoded ``/`` of a campaign id would already be a separator."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        raw = scope.get("raw_path") if scope["type"] in {"http", "websocket"} else None
+        if raw:
+            scope = dict(scope, path=routed_path(raw.decode("latin-1")))
+        await self.app(scope, receive, send)
 
 
 def _require_extra() -> None:
@@ -99,8 +144,10 @@ def create_app(
     plots = PlotCache()
     templates = Jinja2Templates(directory=_HERE / "templates")
     templates.env.filters["fmt"] = format_value
+    templates.env.filters["segment"] = segment
     app = FastAPI(title="closedloop dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ledger, app.state.runs = ledger, runs
+    app.add_middleware(_SegmentedPaths)
     app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
 
     @app.middleware("http")
@@ -116,8 +163,9 @@ def create_app(
                 return PlainTextResponse("this dashboard needs its token: open it once with ?token=<token> or send "
                                          "'Authorization: Bearer <token>'", status_code=401)
             if request.method == "GET" and "token" in request.query_params:
-                query = "&".join(f"{k}={v}" for k, v in request.query_params.multi_items() if k != "token")
-                response = RedirectResponse(request.url.path + (f"?{query}" if query else ""), status_code=303)
+                query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
+                path = auth.local_path(request.scope.get("raw_path", b"").decode("latin-1") or request.url.path)
+                response = RedirectResponse(path + (f"?{query}" if query else ""), status_code=303)
                 response.set_cookie(auth.COOKIE, token, httponly=True, samesite="strict",
                                     secure=request.url.scheme == "https")
                 return response
@@ -126,10 +174,14 @@ def create_app(
                                      status_code=403)
         return await call_next(request)
 
-    def known(campaign_id: str) -> None:
+    def known(campaign_id: str) -> str:
+        """The campaign id of a route's ``{campaign_id}`` segment (``routed_path`` left ``%2F`` / ``%25`` in it),
+        which must have events here (else 404)."""
+        campaign_id = unquote(campaign_id)
         if not ledger.n_events(campaign_id):
             raise HTTPException(404, f"campaign {campaign_id!r} has no events in {ledger.url}; campaigns there: "
                                      f"{ledger.campaign_ids_with_events()}")
+        return campaign_id
 
     def run_state(campaign_id: str) -> str | None:
         run = runs.get(campaign_id)
@@ -166,39 +218,37 @@ def create_app(
         async for event in changes(lambda: ledger_signature(ledger), poll_s=poll_s, event="campaigns"):
             yield event
 
+    # every route's {campaign_id} goes through known: decoded exactly, and a 404 before anything (a stream) starts
+    campaign_of_path = Depends(known)
+
     @app.get("/campaigns/{campaign_id}", response_class=HTMLResponse)
-    def campaign_page(request: Request, campaign_id: str):
-        known(campaign_id)
-        context: dict[str, Any] = {"campaign_id": campaign_id, "panels": PANELS}
+    def campaign_page(request: Request, campaign: str = campaign_of_path):
+        context: dict[str, Any] = {"campaign_id": campaign, "panels": PANELS}
         for panel in PANELS:
-            context.update(panel_context(campaign_id, panel))
+            context.update(panel_context(campaign, panel))
         return templates.TemplateResponse(request, "campaign.html", context)
 
     @app.get("/campaigns/{campaign_id}/fragments/{panel}", response_class=HTMLResponse)
-    def campaign_panel(request: Request, campaign_id: str, panel: str):
-        known(campaign_id)
+    def campaign_panel(request: Request, panel: str, campaign: str = campaign_of_path):
         if panel not in PANELS:
             raise HTTPException(404, f"no panel {panel!r}; panels: {list(PANELS)}")
-        return templates.TemplateResponse(request, f"_{panel}.html", panel_context(campaign_id, panel))
+        return templates.TemplateResponse(request, f"_{panel}.html", panel_context(campaign, panel))
 
-    # a dependency, because a stream's 404 must come before the stream starts
-    @app.get("/campaigns/{campaign_id}/events", response_class=EventSourceResponse, dependencies=[Depends(known)])
-    async def campaign_events(campaign_id: str):
-        async for event in changes(lambda: campaign_signature(ledger, campaign_id, run_state(campaign_id)),
+    @app.get("/campaigns/{campaign_id}/events", response_class=EventSourceResponse)
+    async def campaign_events(campaign: str = campaign_of_path):
+        async for event in changes(lambda: campaign_signature(ledger, campaign, run_state(campaign)),
                                    poll_s=poll_s, event="campaign"):
             yield event
 
     @app.get("/campaigns/{campaign_id}/plots/{name}.png")
-    def campaign_plot(campaign_id: str, name: str):
-        known(campaign_id)
+    def campaign_plot(name: str, campaign: str = campaign_of_path):
         if name not in PLOT_NAMES:
             raise HTTPException(404, f"no plot {name!r}; plots: {list(PLOT_NAMES)}")
-        png = plots.png(ledger, campaign_id, name, spec=views.spec_of(ledger, campaign_id))
+        png = plots.png(ledger, campaign, name, spec=views.spec_of(ledger, campaign))
         return Response(png, media_type="image/png", headers={"Cache-Control": "no-cache"})
 
     def answered(request: Request, campaign_id: str, answer) -> Response:
         """Give the answer; htmx gets the approvals panel with what happened, a plain form a redirect (or 409)."""
-        known(campaign_id)
         message, is_error = "", False
         try:
             run = answer()
@@ -211,28 +261,29 @@ def create_app(
         if request.headers.get("hx-request") != "true":
             if is_error:
                 return PlainTextResponse(message, status_code=409)
-            return RedirectResponse(f"/campaigns/{campaign_id}", status_code=303)
+            return RedirectResponse(f"/campaigns/{segment(campaign_id)}", status_code=303)
         context = panel_context(campaign_id, "approvals")
         context.update(message=message, is_error=is_error)
         return templates.TemplateResponse(request, "_approvals.html", context)
 
     @app.post("/campaigns/{campaign_id}/approve", response_class=HTMLResponse)
-    def approve(request: Request, campaign_id: str, job_key: Annotated[list[str] | None, Form()] = None,
-                n_jobs: Annotated[int | None, Form()] = None, by: Annotated[str | None, Form()] = None):
+    def approve(request: Request, campaign: str = campaign_of_path,
+                job_key: Annotated[list[str] | None, Form()] = None, n_jobs: Annotated[int | None, Form()] = None,
+                by: Annotated[str | None, Form()] = None):
         keys = list(job_key or [])
         # The page's form says how many jobs it listed: all ticked is "approve all" (`--approve all`), none ticked
         # approves none. A client that sends no list approves the whole batch, as MCP's approve_dispatch does.
         approval: bool | list[str] = (keys or True) if n_jobs is None else True if len(keys) == n_jobs else keys
-        return answered(request, campaign_id, lambda: runs.approve(campaign_id, approval, by=_name(by)))
+        return answered(request, campaign, lambda: runs.approve(campaign, approval, by=_name(by)))
 
     @app.post("/campaigns/{campaign_id}/reject", response_class=HTMLResponse)
-    def reject(request: Request, campaign_id: str, by: Annotated[str | None, Form()] = None):
-        return answered(request, campaign_id, lambda: runs.approve(campaign_id, False, by=_name(by)))
+    def reject(request: Request, campaign: str = campaign_of_path, by: Annotated[str | None, Form()] = None):
+        return answered(request, campaign, lambda: runs.approve(campaign, False, by=_name(by)))
 
     @app.post("/campaigns/{campaign_id}/decide", response_class=HTMLResponse)
-    def decide(request: Request, campaign_id: str, action: Annotated[str, Form()],
+    def decide(request: Request, action: Annotated[str, Form()], campaign: str = campaign_of_path,
                by: Annotated[str | None, Form()] = None):
-        return answered(request, campaign_id, lambda: runs.decide(campaign_id, action, by=_name(by)))
+        return answered(request, campaign, lambda: runs.decide(campaign, action, by=_name(by)))
 
     return app
 

@@ -5,7 +5,8 @@
   127.0.0.1 (DNS rebinding) is refused.
 - **With a token** every request needs it: ``Authorization: Bearer <token>``, or the cookie set when a browser opens
   any page once with ``?token=<token>`` (it is then redirected to the same page without it, so the token leaves the
-  address bar and the history).
+  address bar and the history). That redirect only ever goes to a path of this server (``local_path``): a request
+  for ``//evil.example/?token=...`` lands on ``/``, never on another site.
 - **Every POST** (approve, reject, decide) must come from the dashboard's own pages: a browser's ``Origin`` header,
   when sent, must name this server, so another site cannot submit a form to it (the cookie is ``SameSite=Strict`` too).
 
@@ -21,7 +22,7 @@ from urllib.parse import urlsplit
 
 from instruments.server import is_loopback
 
-__all__ = ["COOKIE", "TOKEN_ENV", "is_allowed_host", "token_of"]
+__all__ = ["COOKIE", "TOKEN_ENV", "is_allowed_host", "local_path", "token_of"]
 
 TOKEN_ENV = "CLOSEDLOOP_DASHBOARD_TOKEN"
 """The environment variable ``closedloop dashboard`` reads its token from when ``--token`` is not given."""
@@ -50,3 +51,20 @@ def is_same_origin(origin: str | None, host_header: str | None) -> bool:
     if origin is None:
         return True
     return urlsplit(origin).netloc == (host_header or "")
+
+
+def local_path(path: str) -> str:
+    r"""``path`` when a browser reads it as a path of this server, else ``"/"``: a redirect target must start with one
+    ``/`` and not ``//`` or ``/\`` (both read as another host), hold no backslash, whitespace or control character
+    (browsers drop or fold them, so ``/<TAB>/evil.example`` becomes ``//evil.example``), and name no scheme or host.
+
+    Example:
+        >>> local_path("/campaigns/Pd%2FC%20screen"), local_path("//evil.example/"), local_path("/\\evil.example")
+        ('/campaigns/Pd%2FC%20screen', '/', '/')
+    """
+    if not path.startswith("/") or path.startswith(("//", "/\\")):
+        return "/"
+    if any(char == "\\" or char.isspace() or not char.isprintable() for char in path):
+        return "/"
+    parts = urlsplit(path)
+    return path if not parts.scheme and not parts.netloc else "/"

@@ -22,7 +22,7 @@ from orchestrator.loop.ruled_out import failed_for_good
 from orchestrator.loop.state import CampaignState
 from vocabulary.events import CampaignStopped, FailureHandled, Observed
 
-__all__ = ["decide", "is_failure_stop", "stop_reason"]
+__all__ = ["decide", "is_failure_stop", "stop_reason", "verdict"]
 
 _UNHEALTHY, _ABORTED = "lab unhealthy", "aborted after job"
 """How the stop reasons of a campaign that ended on lab failures begin (``is_failure_stop``)."""
@@ -114,22 +114,29 @@ def _cancel_open_jobs(ctx: CampaignContext, iteration: int, reason: str) -> list
     return items
 
 
-def decide(state: CampaignState, ctx: CampaignContext) -> CampaignState:
-    iteration = state["iteration"]
-    history = lab_history(ctx)
-    reason, is_immediate = stop_reason(ctx, iteration, history)
+def verdict(state: CampaignState, ctx: CampaignContext, history: LabHistory) -> tuple[str | None, str]:
+    """Why the campaign stops (None: it goes on) and where the loop goes next: ``plan``, ``observe`` (drain the
+    lab: collect every result before stopping) or ``end``. Reads the ledger, writes nothing."""
+    reason, is_immediate = stop_reason(ctx, state["iteration"], history)
     nothing_new = not state.get("proposed") and not state.get("retries")
     if reason is None and nothing_new and not history.pending and not pending_retries(ctx):
         reason = "no proposals left: the planners found nothing untested to propose"
         if n_ruled_out := len(failed_for_good(ctx) - set(history.tested)):
             reason += (f" ({n_ruled_out} untested candidate(s) are left out because a rung failed on them or has no "
                        "value for them; `closedloop show` lists the rung results)")
+    if reason is None:
+        return None, "plan"
+    return reason, "observe" if history.pending and not is_immediate else "end"
+
+
+def decide(state: CampaignState, ctx: CampaignContext) -> CampaignState:
+    iteration = state["iteration"]
+    history = lab_history(ctx)
+    reason, following = verdict(state, ctx, history)
     next_state = {"iteration": iteration + 1, "proposed": [], "valid": [], "promoted": [], "job_keys": [],
                   "slots": {}, "retries": []}
-    if reason is None:
-        return {**next_state, "next_node": "plan"}
-    if history.pending and not is_immediate:
-        return {**next_state, "next_node": "observe"}  # drain: collect every result before stopping
+    if following != "end":
+        return {**next_state, "next_node": following}
     items = _cancel_open_jobs(ctx, iteration, reason) if history.pending else []
     for retry in pending_retries(ctx):
         candidate_id, attempt = parse_job_key(ctx.campaign_id, retry.retry_key)

@@ -30,7 +30,7 @@ from vocabulary.events import (
     SurrogateUpdated,
 )
 
-__all__ = ["allocate_slots", "plan", "settle_conflicts"]
+__all__ = ["allocate_slots", "lab_slots", "plan", "settle_conflicts", "slots_after_conflicts"]
 
 
 def allocate_slots(n_dispatched: int, n_control_so_far: int, n_slots: int, control_share: float) -> int:
@@ -124,9 +124,10 @@ def _extended(ctx: CampaignContext, iteration: int, source: str, added: list, hi
     return [(payload, f"it{iteration}:pool-extended:{source}")]
 
 
-def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
-    iteration = state["iteration"]
-    spec, pool = ctx.spec, ctx.pool
+def lab_slots(ctx: CampaignContext) -> tuple[list[str], dict[str, int]]:
+    """This iteration's retries (job keys, oldest first) and lab slots per arm, sized to the lab's free capacity and
+    the budget left; the slots are before the conflicts are settled (``slots_after_conflicts``)."""
+    spec = ctx.spec
     history = lab_history(ctx)
     free = ctx.max_pending - len(history.pending)
     n_free = max(min(spec.planner.batch_size, free, spec.budget.lab_experiments - history.n_dispatched), 0)
@@ -134,7 +135,26 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     n_slots = n_free - len(retries)
     control = spec.planner.control
     n_control = allocate_slots(history.n_dispatched, history.n_by_arm.get(control, 0), n_slots, spec.planner.control_share) if control else 0
-    slots = {spec.planner.main: n_slots - n_control, **({control: n_control} if control else {})}
+    return retries, {spec.planner.main: n_slots - n_control, **({control: n_control} if control else {})}
+
+
+def slots_after_conflicts(n_slots: int, n_proposed: int, n_lost: int) -> int:
+    """An arm's lab slots once the coin has given ``n_lost`` of its proposals to another arm and ``n_proposed`` of
+    them are recorded: a slot left without any proposal is not offered to the arm.
+
+    Example:
+        >>> slots_after_conflicts(2, 1, 1), slots_after_conflicts(2, 3, 1)
+        (1, 2)
+    """
+    return n_slots - min(n_lost, max(n_slots - n_proposed, 0))
+
+
+def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
+    iteration = state["iteration"]
+    spec, pool = ctx.spec, ctx.pool
+    history = lab_history(ctx)
+    retries, slots = lab_slots(ctx)
+    n_slots = sum(slots.values())
 
     items = []
     generate = spec.space.generate
@@ -224,6 +244,6 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
             items.append((payload, f"it{iteration}:proposed:{arm}:{cid}"))
         # A slot the coin left without a proposal is not offered to the arm (it did not abstain); the running share
         # gives it back in a later iteration.
-        slots[arm] -= min(n_lost, max(slots[arm] - (len(proposals) - n_lost), 0))
+        slots[arm] = slots_after_conflicts(slots[arm], len(proposals) - n_lost, n_lost)
     ctx.ledger.append_many(ctx.campaign_id, items, actor="planner")
     return {"proposed": proposed_ids, "slots": slots, "retries": retries}

@@ -304,10 +304,13 @@ class _Ladder:
         by_arm = [self._group(arm, promoted) for arm in self.arms]
         in_turn = [cid for row in itertools.zip_longest(*by_arm) for cid in row if cid is not None]
         # A re-run of this node (after a crash) finds this iteration's probes in the ledger already; it must decide as
-        # the first run did, so a value first measured by a probe of this iteration does not count as known.
+        # the first run did, so a value first measured by a probe of this iteration does not count as known. The
+        # round's other records are not probes: its climb (``ran``) and its reads of a survey, whose values were
+        # known before the round.
         probed_now: dict[str, set[str]] = {}
         for payload in self._recorded_runs():
-            if payload["candidate_id"] not in self.ran.get(payload["rung"], set()):
+            is_survey_read = payload["observation"].get("parameters", {}).get("read_from") == "survey"
+            if payload["candidate_id"] not in self.ran.get(payload["rung"], set()) and not is_survey_read:
                 probed_now.setdefault(payload["rung"], set()).add(payload["candidate_id"])
         for rung in self.ctx.rungs:
             calibration = self.calibrations.get(rung.name)

@@ -158,3 +158,74 @@ def test_bad_format_and_unknown_campaign_are_explained(campaign_db, tmp_path):
     with pytest.raises(LedgerError, match="not in"):
         export_campaign(ledger, "ghost", "native", tmp_path)
     assert sorted(FORMATS) == ["hf", "native", "trl-grpo", "trl-stepwise", "verifiers"]
+
+
+# ------------------------------------------------------------------------------------------------ output paths
+def test_an_export_onto_its_earlier_files_needs_force_and_never_replaces_a_link(campaign_db, tmp_path):
+    import os
+
+    from orchestrator.ledger.outputs import OutputPathError
+
+    ledger = campaign_db[0]
+    [path] = export_campaign(ledger, "ex", "native", tmp_path)
+    first = path.read_bytes()
+    with pytest.raises(OutputPathError, match="already exists; pass --force"):
+        export_campaign(ledger, "ex", "native", tmp_path)
+    assert export_campaign(ledger, "ex", "native", tmp_path, force=True) == [path] and path.read_bytes() == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trajectories.jsonl"]  # no scratch left behind
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    links = tmp_path / "links"
+    links.mkdir()
+    os.symlink(victim, links / "trajectories.jsonl")
+    with pytest.raises(OutputPathError, match="symbolic link"):
+        export_campaign(ledger, "ex", "native", links, force=True)
+    assert victim.read_text() == "keep" and (links / "trajectories.jsonl").is_symlink()
+
+    os.mkfifo(tmp_path / "fifo")
+    for out in (victim, tmp_path / "fifo"):
+        with pytest.raises(OutputPathError, match="not a directory"):
+            export_campaign(ledger, "ex", "native", out)
+
+
+def test_a_refused_file_publishes_none_of_the_others(campaign_db, tmp_path):
+    from orchestrator.ledger.outputs import OutputPathError
+
+    (tmp_path / "metadata.json").mkdir()  # results.jsonl would be free, metadata.json is not ours to replace
+    with pytest.raises(OutputPathError, match="is a directory"):
+        export_campaign(campaign_db[0], "ex", "verifiers", tmp_path)
+    with pytest.raises(OutputPathError, match="is a directory"):
+        export_campaign(campaign_db[0], "ex", "verifiers", tmp_path, force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metadata.json"]
+
+
+def test_closedloop_export_onto_a_file_is_one_error_line(campaign_db, tmp_path):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from orchestrator.interfaces.cli import app
+
+    db = Path(campaign_db[0].engine.url.database)
+    out = tmp_path / "export"
+    out.write_text("a file")
+    result = CliRunner().invoke(app, ["export", "ex", "--db", str(db), "--out", str(out)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and "is a regular file, not a directory" in lines[0], result.output
+    assert out.read_text() == "a file"
+
+
+def test_an_hf_export_replaces_only_a_dataset_folder(campaign_db, tmp_path):
+    from orchestrator.ledger.outputs import OutputPathError
+
+    [path] = export_campaign(campaign_db[0], "ex", "hf", tmp_path)
+    with pytest.raises(OutputPathError, match="already exists"):
+        export_campaign(campaign_db[0], "ex", "hf", tmp_path)
+    assert export_campaign(campaign_db[0], "ex", "hf", tmp_path, force=True) == [path]
+    foreign = tmp_path / "other"
+    (foreign / "dataset").mkdir(parents=True)
+    (foreign / "dataset" / "thesis.tex").write_text("keep")
+    with pytest.raises(OutputPathError, match="closedloop did not write"):
+        export_campaign(campaign_db[0], "ex", "hf", foreign, force=True)
+    assert (foreign / "dataset" / "thesis.tex").read_text() == "keep"

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from orchestrator.ledger import Ledger, LedgerError, rebuild_projections, verify
+from orchestrator.ledger.anchor import SignedHead
 from orchestrator.ledger.jsonl import (
     JSONL_FORMAT,
     LedgerImportError,
@@ -125,10 +126,28 @@ def test_reimporting_the_same_file_is_a_no_op(exported, tmp_path):
     assert _rows(target, CID) == before
 
 
+@pytest.mark.parametrize("edit", ["bom", "crlf", "bom+crlf"])
+def test_an_export_resaved_with_a_bom_or_crlf_imports_whole(exported, tmp_path, edit):
+    """An editor or a Windows copy adds a UTF-8 byte-order mark or CRLF line ends; the events are unchanged, so the
+    import verifies and adds every event."""
+    _, path, n_events = exported
+    raw = path.read_bytes()
+    if "crlf" in edit:
+        raw = raw.replace(b"\n", b"\r\n")
+    if "bom" in edit:
+        raw = b"\xef\xbb\xbf" + raw
+    resaved = tmp_path / "resaved.jsonl"
+    resaved.write_bytes(raw)
+    report = import_jsonl(resaved, Ledger.open(tmp_path / "target.db"))
+    assert report.is_verified and report.n_added == n_events
+
+
 def test_a_longer_export_adds_only_the_new_events(exported, tmp_path):
     _, path, n_events = exported
     lines = _lines(path)
-    header = json.loads(lines[0]) | {"n_events": 20, "head_hash": json.loads(lines[20])["hash"]}
+    head = json.loads(lines[20])["hash"]  # the header an export taken at seq 20 carried
+    header = json.loads(lines[0]) | {"n_events": 20, "head_hash": head,
+                                     "signed_head": SignedHead.sign(CID, 20, head, key=None).to_json()}
     prefix = _write(tmp_path / "prefix.jsonl", [json.dumps(header), *lines[1:21]])
     target = Ledger.open(tmp_path / "target.db")
     assert import_jsonl(prefix, target).n_added == 20

@@ -149,17 +149,17 @@ def test_a_ledger_sqlite_reports_locked_at_once_is_migrated_on_a_later_try(tmp_p
 
     real_upgrade, calls = migrations.upgrade, []
 
-    def locked_twice(engine):
+    def locked_twice(engine, **where):
         calls.append(1)
         if len(calls) <= 2:
             raise OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked"))
-        return real_upgrade(engine)
+        return real_upgrade(engine, **where)
 
     monkeypatch.setattr(migrations, "upgrade", locked_twice)
     Ledger.open(tmp_path / "a.db").close()
     assert len(calls) == 3
 
-    def broken(engine):
+    def broken(engine, **where):
         raise OperationalError("SELECT", {}, Exception("no such table: event"))
 
     monkeypatch.setattr(migrations, "upgrade", broken)

@@ -82,7 +82,59 @@ def test_a_redacted_credential_must_be_given_again_and_match():
         resume_spec(recorded, lab_url="http://lab:pw@127.0.0.1:8000", **common)
     with pytest.raises(SetupError, match="is not campaign 'c'"):
         resume_spec(recorded, lab_url="http://lab:pw@10.0.0.1:8000", model="openai:m@http://u:pw@llm/v1", **common)
-    spec, change = resume_spec(recorded, lab_url="http://lab:pw@127.0.0.1:8000", model="openai:m@http://u:pw@llm/v1",
-                               **common)
+    spec, changes = resume_spec(recorded, lab_url="http://lab:pw@127.0.0.1:8000", model="openai:m@http://u:pw@llm/v1",
+                                **common)
     assert spec.lab.parameters["base_url"] == "http://lab:pw@127.0.0.1:8000"
-    assert spec.planner.model == "openai:m@http://u:pw@llm/v1" and change is None
+    assert spec.planner.model == "openai:m@http://u:pw@llm/v1" and changes == []
+
+
+# ------------------------------------------------------------------------- a model that cannot answer (issue 46)
+@pytest.mark.parametrize("model", ["opnai:gpt-4o-mini", "missing.gguf", "not-a-model.gguf"])
+def test_a_model_that_could_never_answer_is_refused_before_the_campaign_starts(tmp_path, model):
+    """An unknown provider, a missing .gguf or a file that is not GGUF: one error line, and no campaign (nothing
+    dispatched, nothing to strand)."""
+    (tmp_path / "not-a-model.gguf").write_text("hello\n")
+    given = model if ":" in model else str(tmp_path / model)
+    db = tmp_path / "m.db"
+    line = error_line(invoke("run", FREESOLV_SPEC, "--db", db, "--lab-budget", 4, "--model", given,
+                             "--campaign-id", "m", "--json"))
+    assert ("opnai" in line and "provider" in line) or ("does not exist" in line) or ("not a GGUF" in line), line
+    if db.exists():
+        ledger = Ledger.open(db)
+        assert ledger.n_events("m") == 0
+        ledger.close()
+
+
+def _llm_spec(model: str):
+    return small_spec(lab_experiments=4, planner__main="llm", planner__control="bo", planner__model=model)
+
+
+def test_a_model_that_never_answered_can_be_replaced_on_resume(tmp_path, monkeypatch):
+    """A campaign recorded with a model that cannot start (here ``opnai:``, as a closedloop before this check let
+    through) is resumed with a corrected model, recorded as ``PlannerModelChanged``; once a model has answered, it
+    stays."""
+    from orchestrator.loop import campaign as campaign_module
+    from orchestrator.loop.campaign import Campaign
+    from vocabulary.events import LLMCall
+
+    db = tmp_path / "m.db"
+    monkeypatch.setattr(campaign_module, "_check_planner_models", lambda ctx: None)  # the closedloop of the issue
+    Campaign.start(_llm_spec("opnai:gpt-4o-mini"), db=db, campaign_id="m").close()
+    monkeypatch.undo()
+    with pytest.raises(SetupError, match="knows no provider 'opnai'"):
+        Campaign.resume("m", db=db)
+    fixed = "openai:gpt-4o-mini@http://127.0.0.1:9/v1"
+    with Campaign.resume("m", db=db, model=fixed) as campaign:
+        assert campaign.spec.planner.model == fixed
+        [change] = campaign.ledger.events("m", types=["PlannerModelChanged"])
+        assert change.payload == {"model": fixed, "previous": "opnai:gpt-4o-mini"}
+        # a failed call is no answer; the next resume keeps the recorded (new) model
+        campaign.ledger.append("m", LLMCall(iteration=0, key="it0:llm:0", model="openai-chat:gpt-4o-mini",
+                                            messages=[], response="", error="ConnectError: refused"),
+                               key="llm-call:it0:llm:0")
+    with Campaign.resume("m", db=db) as campaign:
+        assert campaign.spec.planner.model == fixed
+        campaign.ledger.append("m", LLMCall(iteration=0, key="it0:llm:1", model="openai-chat:gpt-4o-mini",
+                                            messages=[], response='{"picks": []}'), key="llm-call:it0:llm:1")
+    with pytest.raises(SetupError, match="keeps its lab and model"):
+        Campaign.resume("m", db=db, model="openai:gpt-4o@http://127.0.0.1:9/v1")

@@ -181,3 +181,50 @@ def test_a_funnel_of_stages_without_candidates_draws_without_a_legend_warning(tm
         warnings.simplefilter("error")  # matplotlib warns when asked for a legend with no labelled bars
         path = plot_funnel([("proposed", {}), ("lab", {})], tmp_path / "f.png")
     assert path.read_bytes()[:8] == PNG_SIGNATURE
+
+
+# ------------------------------------------------------------------------------------------------ output paths
+def _one_error_line(result) -> str:
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    return lines[0]
+
+
+def test_a_second_report_into_the_same_folder_needs_force(ledger_of, tmp_path):
+    from orchestrator.ledger.outputs import OutputPathError
+
+    first = write_report(ledger_of, CID, tmp_path / "out").read_bytes()
+    with pytest.raises(OutputPathError, match="already exists; pass --force"):
+        write_report(ledger_of, CID, tmp_path / "out")
+    assert (tmp_path / "out" / "index.html").read_bytes() == first
+    write_report(ledger_of, CID, tmp_path / "out", force=True)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([*REPORT_FIGURES.values(), "index.html"])
+
+
+def test_report_out_onto_a_file_link_or_fifo_is_one_error_line(campaign, tmp_path):
+    import os
+
+    from typer.testing import CliRunner
+
+    from orchestrator.interfaces.cli import app
+
+    db = str(campaign[0])
+    invoke = CliRunner().invoke
+    regular = tmp_path / "notes.txt"
+    regular.write_text("keep")
+    line = _one_error_line(invoke(app, ["report", CID, "--db", db, "--out", str(regular)]))
+    assert "is a regular file, not a directory" in line and regular.read_text() == "keep"
+
+    folder = tmp_path / "rep"
+    folder.mkdir()
+    os.symlink(regular, folder / "index.html")
+    os.mkfifo(folder / REPORT_FIGURES["funnel"])
+    line = _one_error_line(invoke(app, ["report", CID, "--db", db, "--out", str(folder), "--force"]))
+    assert "it was left as it is" in line
+    assert regular.read_text() == "keep" and (folder / "index.html").is_symlink()
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["index.html", REPORT_FIGURES["funnel"]])
+
+    linked = tmp_path / "linked"
+    os.symlink(folder, linked)
+    assert "is a symbolic link, not a directory" in _one_error_line(
+        invoke(app, ["report", CID, "--db", db, "--out", str(linked)]))

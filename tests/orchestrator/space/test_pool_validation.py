@@ -115,12 +115,33 @@ def test_an_empty_pool_file_is_refused_naming_it(tmp_path, text, fragment):
 
 
 # --------------------------------------------------------------------------------- case 3: non-finite lab values
-@pytest.mark.parametrize("value,fragment", [("nan", "y is empty"), ("", "y is empty"), ("inf", "y=inf is not finite"),
+@pytest.mark.parametrize("value,fragment", [("nan", "y is 'nan' \\(not a number\\)"), ("NA", "y is 'NA' \\(not a number\\)"),
+                                            ("", "y is empty"), ("inf", "y=inf is not finite"),
                                             ("-inf", "y=-inf is not finite"), ("high", "y='high' is not a number")])
 def test_a_lab_value_that_is_not_finite_is_refused(tmp_path, value, fragment):
     spec = pool_spec(tmp_path, "smiles,y\n" + GOOD + f"CCCCC,{value}\n")
     with pytest.raises(SetupError, match=f"pool.csv has 1 bad row\\(s\\): line 5: {fragment}"):
         load_pool(spec)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("text_row", ["", "120,thf,high,1\n"])
+def test_a_missing_value_marker_in_the_lab_column_is_named_as_written_not_empty(tmp_path, stream, text_row):
+    """pandas reads NaN, NA and null as missing; the row names what is written there (issue 46), in the in-memory
+    and the streamed pool alike, while a table rung's column may still leave a value out with them."""
+    (tmp_path / "pool.csv").write_text("t,solvent,y,calc\n20,water,1,0.5\n40,water,NaN,\n60,dmso,,NA\n"
+                                       f"80,dmso,null,2\n100,thf,4,n/a\n{text_row}")
+    spec = validate_spec({
+        "campaign": {"name": "v", "kind": "conditions"}, "objective": {"property": "y", "direction": "maximize"},
+        "space": {"pool": "pool.csv", "columns": ["t", "solvent"], "on_bad_rows": "skip", "stream": stream},
+        "ladder": [{"name": "calc", "simulator": "table", "column": "calc"}],
+        "lab": {"oracle_column": "y"}, "budget": {"lab_experiments": 2},
+        "planner": {"main": "random", "control": None, "control_share": 0}, "base_dir": str(tmp_path)})
+    pool = load_pool(spec)
+    assert pool.skipped_rows == ["line 3: y is 'NaN' (not a number)", "line 4: y is empty",
+                                 "line 5: y is 'null' (not a number)"] + (["line 7: y='high' is not a number"]
+                                                                          if text_row else [])
+    assert len(pool) == 2 and np.isnan(pool.columns["calc"]).tolist() == [False, True]
 
 
 def test_skipped_non_finite_values_never_reach_the_lab(tmp_path):
