@@ -63,15 +63,21 @@ _NODE_OF_TYPE = {
 _OUTSIDE_ACTORS = ("importer", "replay", "recompute:")
 """Actors of events written outside the graph: a history import, a what-if's copied model calls, a reward
 recompute."""
+_OUTSIDE_KEY = "env-"
+"""The key prefix (after any ``it<n>:``) of records an RL environment step writes between the graph's runs: its
+``env-step:`` and a tool's rung read ``it<n>:env-rung:`` (a ``Simulated`` that no screen node wrote), whose actor
+``policy:env`` a graph node's (``policy:auto``, ``policy:<failure policy>``) does not tell apart."""
 
 
 def step_of(event: Event) -> tuple[str, int] | None:
     """(the node that wrote ``event``, its iteration), or None for an event written outside the graph (the start,
-    a budget change, an import, a person's verdict, a recompute, an environment step)."""
+    a budget change, an import, a person's verdict, a recompute, an environment step or its tool's rung read)."""
     if event.actor.startswith(_OUTSIDE_ACTORS):
         return None
     payload, kind = event.payload, event.type
     key = event.idempotency_key.removeprefix(f"{event.campaign_id}:")
+    if key.startswith(_OUTSIDE_KEY) or key.partition(":")[2].startswith(_OUTSIDE_KEY):
+        return None
     if kind == "Promoted" and event.actor == "validator":  # ledgers before the screen's Promoted records
         node = "validate"
     elif kind == "Rejected":

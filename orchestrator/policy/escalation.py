@@ -167,8 +167,8 @@ class RungCalibration:
 def _prior_line(x: np.ndarray, y: np.ndarray, spread: float, centre: float) -> tuple[float, float]:
     """(value at ``centre``, slope) of the line the calibration is shrunk towards, in the lab's unit per rung unit.
 
-    The lab regressed on the rung standardised over the pool, ``z = (proxy − centre) / spread``, with the lab's
-    scale read from its pairs: ``lab ≈ ȳ + r₀ · s_y · (z − z̄)``. The standardised slope ``r₀`` is the pairs'
+    The lab regressed on the rung standardised over its pairs, with both scales read from the pairs:
+    ``lab ≈ ȳ + r₀ · (s_y / s_x) · (proxy − x̄)`` (``spread``, the rung's sd over the pool, when the pairs show none). The standardised slope ``r₀`` is the pairs'
     correlation (Spearman's ρ read on the Pearson scale by the Gaussian copula, ``2 sin(πρ/6)``, so one extreme pair
     cannot set it), and never below escalation's optimistic prior ``PRIOR_INFORMATIVENESS``: a proxy estimates the
     lab's property, and a handful of pairs the campaign chose at the rung's top carry a correlation that selection
@@ -183,7 +183,10 @@ def _prior_line(x: np.ndarray, y: np.ndarray, spread: float, centre: float) -> t
     rho = float(spearmanr(x, y).statistic) if np.ptp(x) > 0 and s_y > 0 else math.nan
     r0 = max(2.0 * math.sin(math.pi * rho / 6.0), PRIOR_INFORMATIVENESS) if math.isfinite(rho) else (
         PRIOR_INFORMATIVENESS)
-    slope = r0 * s_y / spread
+    s_x = float(np.std(x))
+    # the lab's and the rung's scales read from the same pairs: the campaign chose them, so both spreads are shrunk
+    # alike, and a rung that equals the lab gets the identity (the rung's pool-wide sd would flatten it)
+    slope = r0 * s_y / (s_x if s_x > 0 else spread)
     return float(np.mean(y) + slope * (centre - float(np.mean(x)))), slope
 
 

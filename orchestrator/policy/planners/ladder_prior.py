@@ -38,8 +38,8 @@ Example:
     >>> spec = SimpleNamespace(objective=objective, screening=screening)
     >>> rung = {"cheap": np.arange(10.0)}
     >>> prior = choose_prior(rung, np.arange(6), 2 * np.arange(6.0) + 1, spec)
-    >>> prior["rung"], round(prior["slope"], 2), round(prior["intercept"], 2)  # 2 · rung + 1, shrunk on 6 pairs
-    ('cheap', 1.68, 1.67)
+    >>> prior["rung"], round(prior["slope"], 2), round(prior["intercept"], 2)  # 2 · rung + 1, exact on 6 pairs
+    ('cheap', 2.0, 1.0)
 """
 
 from __future__ import annotations
