@@ -49,6 +49,7 @@ __all__ = [
     "iter_csv_line_numbers",
     "iter_csv_records",
     "line_ranges",
+    "missing_markers_as_missing",
     "numeric_column",
     "numeric_value_problems",
     "read_csv_table",
@@ -94,6 +95,9 @@ def read_csv_table(path: Path, what: str, error: type[SetupError] = SetupError, 
             if not issubclass(warning.category, pd.errors.ParserWarning):
                 warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
         check_csv_shape(path, what, error, columns=columns, has_wide_rows=bool(caught))
+        for column in frame.columns:
+            if column not in text_columns:
+                frame[column] = missing_markers_as_missing(frame[column])
         for column in text_columns:
             if column in frame.columns and (frame[column].isna().any()
                                             or not pd.api.types.is_string_dtype(frame[column])):
@@ -182,6 +186,28 @@ def wide_row_problem(record: list[str], n_columns: int) -> str | None:
         return (f"has {len(record)} fields but the header names {n_columns} column(s); remove the extra field(s) or "
                 "name them in the header")
     return None
+
+
+_MISSING_MARKERS = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                              "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
+"""The cells pandas reads as missing by default (``pandas.read_csv``'s ``na_values``)."""
+
+
+def missing_markers_as_missing(values: pd.Series) -> pd.Series:
+    """A column with every missing-value marker (``NA``, ``nan``, ``None``, ...) missing.
+
+    pandas leaves them as text in a column it first read as integers and then as text (an integer too long for 64
+    bits beside a decimal or a word: ``nan,9999999999999999999999999,-2.5``), so whether ``nan`` is missing would
+    depend on the rows around it, and on how many rows a reader reads at a time.
+
+    Example:
+        >>> missing_markers_as_missing(pd.Series(["nan", "9" * 25, "-2.5"], dtype=object)).tolist()
+        [nan, '9999999999999999999999999', '-2.5']
+    """
+    if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return values
+    is_marker = values.map(lambda value: isinstance(value, str) and value in _MISSING_MARKERS).astype(bool)
+    return values.where(~is_marker, np.nan) if is_marker.any() else values
 
 
 def _keep_text(frame: pd.DataFrame, path: Path, column: str) -> None:

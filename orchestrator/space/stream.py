@@ -55,6 +55,7 @@ from orchestrator.space.checks import (
     enforce_policy,
     iter_csv_records,
     missing_column_hint,
+    missing_markers_as_missing,
     numeric_column,
     wide_row_problem,
 )
@@ -152,18 +153,25 @@ def _wanted(path: Path, kind: CandidateKind, column: str | None, columns: list[s
     return wanted
 
 
-def _chunks(path: Path, kind: CandidateKind, wanted: list[str], chunk_size: int) -> Iterator[Any]:
+def _chunks(path: Path, kind: CandidateKind, wanted: list[str], chunk_size: int, *,
+            as_text: bool = False) -> Iterator[Any]:
     """The wanted columns, ``chunk_size`` rows at a time. A SMILES or formula cell is text as written (``NaN`` is
-    sodium nitride), as ``read_csv_table`` reads it; only an empty cell is missing."""
+    sodium nitride), as ``read_csv_table`` reads it; only an empty cell is missing. ``as_text`` reads a conditions
+    column as text as written too, with pandas's missing-value markers still missing."""
     import pandas as pd
 
     if chunk_size < 1:
         raise SetupError(f"{chunk_size=} must be at least 1 row")
-    text = {} if kind == "conditions" else {"dtype": str, "keep_default_na": False, "na_values": [""]}
+    text = ({"dtype": str} if as_text else {}) if kind == "conditions" else {"dtype": str, "keep_default_na": False,
+                                                                              "na_values": [""]}
     # Only the wanted columns are parsed, so a wide CSV costs no more memory than a narrow one.
     try:
-        yield from pd.read_csv(path, usecols=wanted, chunksize=chunk_size, encoding="utf-8-sig", index_col=False,
-                               **text)
+        for chunk in pd.read_csv(path, usecols=wanted, chunksize=chunk_size, encoding="utf-8-sig", index_col=False,
+                                 **text):
+            if kind == "conditions":  # as ``read_csv_table`` reads them: a missing-value marker is missing
+                for name in chunk.columns:
+                    chunk[name] = missing_markers_as_missing(chunk[name])
+            yield chunk
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise _unreadable(path, exc) from None
 
@@ -221,24 +229,22 @@ def condition_space_from_csv(path: str | Path, columns: list[str], *, chunk_size
 
 
 def _condition_space(path: Path, wanted: list[str], chunk_size: int = 100_000) -> ConditionSpace:
-    """``condition_space_from_csv`` of a file already checked (``_check_file``, ``_wanted``)."""
+    """``condition_space_from_csv`` of a file already checked (``_check_file``, ``_wanted``).
+
+    pandas infers a type for each chunk, where the in-memory pool's frame has one for the whole column: a column
+    whose chunks read as different kinds (numbers, booleans, text; ``1e-400`` in one, ``:`` in the next) is text as
+    written in the whole frame (``1e-400``, not ``0.0``), so it is read again as text."""
     low = {name: math.inf for name in wanted}
     high = {name: -math.inf for name in wanted}
     choices: dict[str, set[str]] = {name: set() for name in wanted}
     is_numeric = dict.fromkeys(wanted, True)
-    for chunk in _chunks(path, "conditions", wanted, chunk_size):
-        for name in wanted:
-            series = chunk[name].dropna()
-            if series.empty:
-                continue
-            choices[name].update(series.astype(str).unique().tolist())
-            numbers = numeric_column(series) if is_numeric[name] else None
-            if numbers is None:
-                is_numeric[name] = False
-                continue
-            finite = numbers[np.isfinite(numbers.to_numpy())]
-            if len(finite):
-                low[name], high[name] = min(low[name], float(finite.min())), max(high[name], float(finite.max()))
+    kinds: dict[str, set[str]] = {name: set() for name in wanted}
+    _span(_chunks(path, "conditions", wanted, chunk_size), wanted, low, high, choices, is_numeric, kinds)
+    mixed = [name for name in wanted if len(kinds[name]) > 1]
+    if mixed:
+        for name in mixed:
+            low[name], high[name], choices[name], is_numeric[name] = math.inf, -math.inf, set(), True
+        _span(_chunks(path, "conditions", mixed, chunk_size, as_text=True), mixed, low, high, choices, is_numeric, {})
     parameters = []
     for name in wanted:
         if not choices[name]:
@@ -249,6 +255,29 @@ def _condition_space(path: Path, wanted: list[str], chunk_size: int = 100_000) -
         else:
             parameters.append(Parameter(name=name, kind="categorical", choices=tuple(sorted(choices[name]))))
     return ConditionSpace(parameters=tuple(parameters))
+
+
+def _span(chunks: Iterator[Any], wanted: list[str], low: dict[str, float], high: dict[str, float],
+          choices: dict[str, set[str]], is_numeric: dict[str, bool], kinds: dict[str, set[str]]) -> None:
+    """Widen each wanted column's bounds and choices by every chunk, and note the kinds pandas read its chunks as."""
+    import pandas as pd
+
+    for chunk in chunks:
+        for name in wanted:
+            series = chunk[name].dropna()
+            if series.empty:
+                continue
+            if name in kinds:
+                kinds[name].add("bool" if pd.api.types.is_bool_dtype(series) else
+                                "number" if pd.api.types.is_numeric_dtype(series) else "text")
+            choices[name].update(series.astype(str).unique().tolist())
+            numbers = numeric_column(series) if is_numeric[name] else None
+            if numbers is None:
+                is_numeric[name] = False
+                continue
+            finite = numbers[np.isfinite(numbers.to_numpy())]
+            if len(finite):
+                low[name], high[name] = min(low[name], float(finite.min())), max(high[name], float(finite.max()))
 
 
 # ---------------------------------------------------------------------------------------------------- scoring

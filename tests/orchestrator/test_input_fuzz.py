@@ -265,6 +265,9 @@ def test_the_stream_honours_on_bad_rows_like_the_pool(kind, data, chunk_size):
        chunk_size=st.sampled_from([1, 3, 100]))
 @example(a=["1", "9" * 25], b=["p", "q"], chunk_size=1)  # a 25-digit integer made the column categorical
 @example(a=["1", "inf", "3"], b=["p", "p", "q"], chunk_size=2)  # inf became the upper bound
+@example(a=["1e-400", ":"], b=["p", "p"], chunk_size=1)  # chunks of two kinds: the stream's choice was "0.0"
+@example(a=["nan", "9" * 25, "-2.5"], b=["p", "p", "p"], chunk_size=1)  # pandas kept "nan" as text in the pool
+@example(a=["NA", "9" * 25, "x"], b=["p", "p", "p"], chunk_size=100)  # "NA" a choice of both, as text
 def test_a_streamed_conditions_space_equals_the_pools(a, b, chunk_size):
     n = min(len(a), len(b))
     rows = [["a", "b", "y", "z"], *([a[i], b[i], "1", "1"] for i in range(n))]
