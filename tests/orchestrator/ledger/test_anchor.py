@@ -23,11 +23,10 @@ from orchestrator.ledger.anchor import (
 from orchestrator.ledger.jsonl import LedgerImportError, export_jsonl, import_jsonl
 from orchestrator.ledger.tables import PROJECTION_TABLES, CampaignRow
 from orchestrator.ledger.verify import _fold
-from orchestrator.loop.campaign import Campaign, checkpoint_path
-from orchestrator.spec import load_spec
-from tests.conftest import BUCHWALD_SPEC
+from orchestrator.loop.campaign import checkpoint_path
 from tests.orchestrator.ledger.writers import (
     dispatched,
+    finished_campaign,
     observed,
     started,
     write_concurrently,
@@ -41,11 +40,7 @@ runner = CliRunner()
 def finished(tmp_path_factory):
     """A small finished campaign (its ledger and checkpoint store) and its export."""
     root = tmp_path_factory.mktemp("anchor")
-    spec = load_spec(BUCHWALD_SPEC).with_overrides(lab_budget=6, planner="bo")
-    with Campaign.start(spec, db=root / "source.db", campaign_id=CID) as campaign:
-        campaign.run()
-        export_jsonl(campaign.ledger, CID, root / "campaign.jsonl")
-    return root / "source.db", root / "campaign.jsonl"
+    return finished_campaign(root, CID)[:2]
 
 
 @pytest.fixture

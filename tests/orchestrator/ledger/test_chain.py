@@ -17,10 +17,8 @@ from typer.testing import CliRunner
 from orchestrator.interfaces.cli import app
 from orchestrator.ledger import GENESIS, Ledger, event_hash, verify
 from orchestrator.ledger.chain import ChainWalk, canonical_time, stored_time_text
-from orchestrator.ledger.jsonl import LedgerImportError, export_jsonl, import_jsonl
-from orchestrator.loop.campaign import Campaign
-from orchestrator.spec import load_spec
-from tests.conftest import BUCHWALD_SPEC
+from orchestrator.ledger.jsonl import LedgerImportError, import_jsonl
+from tests.orchestrator.ledger.writers import finished_campaign
 
 CID = "bh-chain"
 runner = CliRunner()
@@ -30,11 +28,7 @@ runner = CliRunner()
 def finished(tmp_path_factory):
     """A small finished campaign: (ledger path, export path)."""
     root = tmp_path_factory.mktemp("chain")
-    spec = load_spec(BUCHWALD_SPEC).with_overrides(lab_budget=6, planner="bo")
-    with Campaign.start(spec, db=root / "source.db", campaign_id=CID) as campaign:
-        campaign.run()
-        export_jsonl(campaign.ledger, CID, root / "campaign.jsonl")
-    return root / "source.db", root / "campaign.jsonl"
+    return finished_campaign(root, CID)[:2]
 
 
 @pytest.fixture

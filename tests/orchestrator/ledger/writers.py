@@ -53,3 +53,18 @@ def write_concurrently(db: str, n_workers: int, n_each: int) -> None:
         assert verify(ledger, "c").is_identical
     finally:
         ledger.close()
+
+
+def finished_campaign(root, campaign_id: str, *, lab_budget: int = 6):
+    """A small finished Buchwald–Hartwig campaign (bo) in ``root/source.db`` and its export ``root/campaign.jsonl``:
+    (ledger path, export path, number of events)."""
+    from orchestrator.ledger.jsonl import export_jsonl
+    from orchestrator.loop.campaign import Campaign
+    from orchestrator.spec import load_spec
+    from tests.conftest import BUCHWALD_SPEC
+
+    spec = load_spec(BUCHWALD_SPEC).with_overrides(lab_budget=lab_budget, planner="bo")
+    with Campaign.start(spec, db=root / "source.db", campaign_id=campaign_id) as campaign:
+        campaign.run()
+        n_events = export_jsonl(campaign.ledger, campaign_id, root / "campaign.jsonl")
+    return root / "source.db", root / "campaign.jsonl", n_events
