@@ -149,7 +149,13 @@ class BackgroundRun:
                     campaign.run(approval=approval, on_step=self._on_step, by=by)
                 except _StopRequested:
                     pass
-                self._settle(campaign)
+                settled = self._settled(campaign)
+            # published once the campaign is closed and its lease released: an answer sent as soon as the state
+            # says the run waits must find the campaign free to resume
+            with self._lock:
+                self.state, question = settled
+                if question is not None:
+                    self.question = question
         except BaseException as exc:
             if not self._ready.is_set():
                 self._open_error = exc
@@ -161,17 +167,16 @@ class BackgroundRun:
         finally:
             self._ready.set()
 
-    def _settle(self, campaign: Campaign) -> None:
-        """The state the run ends in, from the campaign itself (a stop requested meanwhile does not hide it)."""
-        question = None if campaign.is_finished else campaign.pending_interrupt
-        with self._lock:
-            if campaign.is_finished:
-                self.state = "finished"
-            elif question is not None:
-                self.question = question
-                self.state = "awaiting_approval" if "job_keys" in question else "awaiting_decision"
-            else:
-                self.state = "paused"
+    @staticmethod
+    def _settled(campaign: Campaign) -> tuple[RunState, dict[str, Any] | None]:
+        """The state the run ends in and the question it waits on, from the campaign itself (a stop requested
+        meanwhile does not hide it)."""
+        if campaign.is_finished:
+            return "finished", None
+        question = campaign.pending_interrupt
+        if question is not None:
+            return ("awaiting_approval" if "job_keys" in question else "awaiting_decision"), question
+        return "paused", None
 
     def _request_stop(self) -> bool:
         """Ask an active run to stop after its current node; False if it was not active."""
