@@ -12,10 +12,16 @@ import subprocess
 from pathlib import Path
 
 from orchestrator.bench.metrics import BOTORCH_ARMS, botorch_reference, reference_label
+from orchestrator.planner_registry import planner_names
 
 SCALE_HEADING = "## Orchestration speed and scale"
 SCALE_PLACEHOLDER = "(filled by benchmarks/scale.py)"
-ARM_ORDER = ("bo", "llm", "llm-shuffled", "bo-sf", "botorch", "botorch-onehot", "cheap-first", "random")
+_SHOWN_FIRST = ("bo", "llm", "llm-shuffled", "bo-sf", "botorch", "botorch-onehot", "cheap-first")
+ARM_ORDER = tuple(sorted(planner_names(), key=lambda arm: (_SHOWN_FIRST.index(arm) if arm in _SHOWN_FIRST
+                                                           else len(_SHOWN_FIRST), arm == "random", arm)))
+"""The registered arms (``planner_names()``) in the tables' order: the campaign arms, their ablations and
+yardsticks first, any other arm by name, and the random control last. Arms a report holds but the registry does
+not know are shown after them all."""
 CAMPAIGN_BENCH = "ac3ecfc"
 """The commit from which ``closedloop bench`` runs every arm as a campaign; arms measured before it ran in the old
 bench's own loop, which ``closedloop run`` does not have, and are shown marked, never as the campaign's numbers."""

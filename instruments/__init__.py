@@ -1,5 +1,6 @@
-"""Instrument drivers: the async ``InstrumentDriver`` protocol, the simulated lab, safety envelopes, fault plans,
-ground-truth oracles and the remote lab over HTTP.
+"""Instrument drivers: the async ``InstrumentDriver`` protocol, the driver kit (``BaseDriver``: subclass it and
+write only the instrument's logic), the clock capabilities (``LabClock``, ``SimulatedClock``), the simulated lab,
+safety envelopes, fault plans, ground-truth oracles and the remote lab over HTTP.
 
 ``HttpDriver`` (httpx) and the lab server (``create_app``, ``serve``, ``run_server``, ``ServerThread``; FastAPI and
 uvicorn) load on first use, so ``import instruments`` stays light. The conformance suite lives in
@@ -20,8 +21,10 @@ from instruments.base import (
     InstrumentDriver,
     JobHandle,
     JobState,
+    LabClock,
     LabJob,
     LabResult,
+    SimulatedClock,
 )
 from instruments.envelope import (
     RESERVED_PARAMETERS,
@@ -31,6 +34,7 @@ from instruments.envelope import (
 )
 from instruments.faults import FaultPlan
 from instruments.journal import LabJournal
+from instruments.kit import BaseDriver, BookEntry, JobBook
 from instruments.oracle import FunctionOracle, Oracle, TableOracle
 from instruments.registry import available_drivers, load_driver
 from instruments.simlab import SimLabDriver
@@ -47,13 +51,17 @@ _LAZY = {
 __all__ = [
     "RESERVED_PARAMETERS",
     "TERMINAL_STATES",
+    "BaseDriver",
+    "BookEntry",
     "EnvelopeViolation",
     "FaultPlan",
     "FunctionOracle",
     "HttpDriver",
     "InstrumentDriver",
+    "JobBook",
     "JobHandle",
     "JobState",
+    "LabClock",
     "LabJob",
     "LabJournal",
     "LabMetrics",
@@ -63,6 +71,7 @@ __all__ = [
     "SafetyEnvelope",
     "ServerThread",
     "SimLabDriver",
+    "SimulatedClock",
     "TableOracle",
     "available_drivers",
     "create_app",

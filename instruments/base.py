@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -27,8 +28,10 @@ __all__ = [
     "InstrumentDriver",
     "JobHandle",
     "JobState",
+    "LabClock",
     "LabJob",
     "LabResult",
+    "SimulatedClock",
 ]
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
@@ -177,4 +180,48 @@ class InstrumentDriver(Protocol):
 
     async def health(self) -> dict[str, Any]:
         """Liveness and load of the lab."""
+        ...
+
+
+@runtime_checkable
+class LabClock(Protocol):
+    """A driver that reports its lab clock (``HttpDriver`` reports the server's): ``now``, seconds.
+
+    A driver without it runs on wall time; the campaign then measures lab time itself. Check once, when the driver
+    is built: ``isinstance(driver, LabClock)``.
+    """
+
+    @property
+    def now(self) -> float:
+        """The lab clock, seconds."""
+        ...
+
+
+@runtime_checkable
+class SimulatedClock(LabClock, Protocol):
+    """A simulated lab whose clock moves only when the caller advances it (``SimLabDriver``).
+
+    The campaign jumps from one completion to the next instead of polling ``status``. A driver for a real
+    instrument leaves these out. Check once, when the driver is built: ``isinstance(driver, SimulatedClock)``.
+
+    Example:
+        >>> class Clock:
+        ...     now = 0.0
+        ...     def run_until(self, time_s): return time_s
+        ...     def run_until_complete(self, handles): return 0.0
+        ...     def run_until_any_complete(self, handles): return 0.0
+        >>> isinstance(Clock(), SimulatedClock), isinstance(Clock(), LabClock), isinstance(object(), LabClock)
+        (True, True, False)
+    """
+
+    def run_until(self, time_s: float) -> float:
+        """Advance the clock to ``time_s`` (nothing happens if it is already past); return the clock, s."""
+        ...
+
+    def run_until_complete(self, handles: Iterable[JobHandle]) -> float:
+        """Advance the clock until every given job is terminal; return the clock, s."""
+        ...
+
+    def run_until_any_complete(self, handles: Iterable[JobHandle]) -> float:
+        """Advance the clock until one of the given unfinished jobs is terminal; return the clock, s."""
         ...

@@ -6,9 +6,10 @@ responses.
 On start-up the server serves finished results from it and resubmits accepted-but-unfinished jobs to its fresh driver;
 those never completed, so nothing runs twice. Resubmitting a known key returns the existing job.
 
-**Time.** A simulated driver (one with ``run_until`` and ``now``) would otherwise stand still behind a server, so a
-background task advances its clock in step with the wall clock: ``seconds_per_sim_hour`` real seconds per simulated
-hour (default 0.01, so a 5-hour job takes about 0.05 s; 3600 is real time). The simpy lab stays an ordinary
+**Time.** A simulated driver (an ``instruments.SimulatedClock``, checked once when the service is built) would
+otherwise stand still behind a server, so a background task advances its clock in step with the wall clock:
+``seconds_per_sim_hour`` real seconds per simulated hour (default 0.01, so a 5-hour job takes about 0.05 s; 3600 is
+real time). The simpy lab stays an ordinary
 ``Environment``: ``simpy.rt.RealtimeEnvironment`` would sleep inside ``run`` and block the server's event loop.
 The same task polls unfinished jobs of any driver and journals their results.
 
@@ -35,8 +36,10 @@ from instruments.base import (
     InstrumentDriver,
     JobHandle,
     JobState,
+    LabClock,
     LabJob,
     LabResult,
+    SimulatedClock,
 )
 from instruments.envelope import EnvelopeViolation, SafetyEnvelope
 from instruments.journal import LabJournal
@@ -121,7 +124,9 @@ class LabService:
         self.seconds_per_sim_hour = float(seconds_per_sim_hour)
         self.tick_s = float(tick_s)
         self.poll_s = float(poll_s)
-        self.is_simulated = callable(getattr(driver, "run_until", None)) and hasattr(driver, "now")
+        #: declared capabilities, read once: a simulated clock to pump, or at least a clock to report
+        self.is_simulated = isinstance(driver, SimulatedClock)
+        self.has_clock = isinstance(driver, LabClock)
         self.journal: LabJournal | None = None
         self.pump_error: str | None = None
         self.n_resubmitted = 0
@@ -134,7 +139,7 @@ class LabService:
 
     @property
     def now_s(self) -> float | None:
-        return float(self.driver.now) if hasattr(self.driver, "now") else None
+        return float(self.driver.now) if self.has_clock else None
 
     # ------------------------------------------------------------------------------------------- life cycle
     async def start(self) -> None:

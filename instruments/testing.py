@@ -24,10 +24,10 @@ Hooks to override:
 - ``faulty_driver_factory()``: a driver configured so that the next job fails (e.g. a SimLab with
   ``FaultPlan(bad_reading_probability=1.0)``); None (the default) skips the fault test.
 - ``wait_until_complete(driver, handles)`` (async): advance or wait until the jobs are terminal. The default calls
-  ``driver.run_until_complete`` when the driver has it (simulated labs), else polls ``status`` every
-  ``poll_interval_s`` seconds for at most ``timeout_s`` seconds (remote labs).
-- ``advance(driver)`` (async): let a little time pass; ``run_until(now + sim_step_s)`` on a simulated lab, else a
-  ``poll_interval_s`` sleep.
+  ``driver.run_until_complete`` when the driver is an ``instruments.SimulatedClock`` (simulated labs), else polls
+  ``status`` every ``poll_interval_s`` seconds for at most ``timeout_s`` seconds (remote labs).
+- ``advance(driver)`` (async): let a little time pass; ``run_until(now + sim_step_s)`` on a ``SimulatedClock``,
+  else a ``poll_interval_s`` sleep.
 
 Each test runs one ``asyncio.run`` so a driver holding a connection sees a single event loop; a driver with an
 ``aclose()`` coroutine is closed after the scenario. This module imports pytest; it is for test suites and is not
@@ -46,7 +46,13 @@ from typing import Any
 
 import pytest
 
-from instruments.base import TERMINAL_STATES, InstrumentDriver, JobHandle, LabJob
+from instruments.base import (
+    TERMINAL_STATES,
+    InstrumentDriver,
+    JobHandle,
+    LabJob,
+    SimulatedClock,
+)
 from instruments.envelope import EnvelopeViolation, SafetyEnvelope
 from vocabulary.domain import Conditions, InstrumentFault
 
@@ -70,9 +76,8 @@ class DriverContract:
         return LabJob(job_key=key, candidate=Conditions(values={"x": float(len(key))}, id=f"contract-{key}"))
 
     async def wait_until_complete(self, driver: InstrumentDriver, handles: Sequence[JobHandle]) -> None:
-        run_until_complete = getattr(driver, "run_until_complete", None)
-        if callable(run_until_complete):
-            run_until_complete(handles)
+        if isinstance(driver, SimulatedClock):
+            driver.run_until_complete(handles)
             return
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -111,9 +116,8 @@ class DriverContract:
         return None
 
     async def advance(self, driver: InstrumentDriver) -> None:
-        run_until = getattr(driver, "run_until", None)
-        if callable(run_until) and hasattr(driver, "now"):
-            run_until(driver.now + self.sim_step_s)
+        if isinstance(driver, SimulatedClock):
+            driver.run_until(driver.now + self.sim_step_s)
         else:
             await asyncio.sleep(self.poll_interval_s)
 

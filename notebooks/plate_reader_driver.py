@@ -1,6 +1,9 @@
 """``PlateReaderDriver``: a simulated microplate reader, written the way a third-party closedloop driver is written.
 
-Notebook ``02_plug_in_a_driver.ipynb`` walks through it. The instrument is small on purpose:
+Notebook ``02_plug_in_a_driver.ipynb`` walks through it. The driver subclasses ``instruments.BaseDriver``, which
+brings the verbs of ``InstrumentDriver``, the book of jobs by key (idempotent ``submit``, ``status``, ``cancel``,
+``result``) and the envelope check; this module holds only the instrument's logic. The instrument is small on
+purpose:
 
 - an **incubator** (a plate hotel with ``n_incubator_slots`` positions) where each plate sits for ``incubation_s``;
 - one **reader** head that reads one plate at a time, taking ``READ_S[plate_type]`` seconds;
@@ -15,7 +18,8 @@ Everything the constructor takes is JSON (strings, numbers, lists), so a campaig
 its parameters (``[lab] driver = "plate_reader"``, ``[lab.parameters] oracle_csv = "..."``). Time is simulated
 seconds on a simpy clock that moves only when the caller advances it (``run_until_complete``,
 ``run_until_any_complete``, ``run_until``), so the orchestrator jumps from one completion to the next; a driver for a
-real reader would leave those three methods out and the orchestrator would poll ``status`` instead.
+real reader would leave those three methods and ``now`` out (it would not be a ``SimulatedClock``) and the
+orchestrator would poll ``status`` instead.
 
 Example:
     >>> import asyncio, csv, tempfile
@@ -37,23 +41,21 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Generator, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import simpy
 
 from instruments import (
+    BaseDriver,
+    BookEntry,
     JobHandle,
-    JobState,
     LabJob,
     LabMetrics,
-    LabResult,
     SafetyEnvelope,
 )
-from instruments.base import TERMINAL_STATES
 from instruments.simlab_records import job_rng
-from vocabulary.domain import InstrumentFault, SetupError
+from vocabulary.domain import Conditions, InstrumentFault, SetupError
 
 __all__ = ["PEAK_NM", "READ_S", "PlateReaderDriver"]
 
@@ -63,23 +65,8 @@ READ_S: dict[str, float] = {"96-well": 240.0, "384-well": 600.0}
 PEAK_NM = 450.0
 
 
-@dataclass
-class _Plate:
-    """The driver's bookkeeping for one job (one plate)."""
-
-    job: LabJob
-    submitted_s: float
-    wavelength_nm: float
-    plate_type: str
-    state: JobState = "queued"
-    has_started: bool = False
-    process: simpy.Process | None = None
-    station_log: list[tuple[str, float, float]] = field(default_factory=list)
-    result: LabResult | None = None
-
-
-class PlateReaderDriver:
-    """A simulated microplate reader implementing ``instruments.InstrumentDriver``.
+class PlateReaderDriver(BaseDriver):
+    """A simulated microplate reader: an ``instruments.BaseDriver`` and an ``instruments.SimulatedClock``.
 
     Args:
         oracle_csv: CSV file with a header; each row gives the true value of one set of conditions.
@@ -123,7 +110,7 @@ class PlateReaderDriver:
             raise SetupError(f"{incubation_s=} must be a positive number of seconds")
         if not 0.0 <= bad_read_probability <= 1.0:
             raise SetupError(f"{bad_read_probability=} must lie in [0, 1]")
-        self.envelope = SafetyEnvelope(
+        envelope = SafetyEnvelope(
             name="plate reader",
             parameters={
                 "wavelength_nm": {"low": 200.0, "high": 1000.0, "unit": "nm"},
@@ -131,7 +118,10 @@ class PlateReaderDriver:
             },
             forbidden_hazards={"pyrophoric", "explosive"},  # an open plate in a warm reader
         )
-        self.envelope.require(self._probe_job(wavelength_nm, plate_type))  # the defaults must be inside it too
+        # the defaults must be inside the envelope too
+        envelope.require(LabJob(job_key="defaults", candidate=Conditions(values={}, id="defaults"),
+                                parameters={"wavelength_nm": wavelength_nm, "plate_type": plate_type}))
+        super().__init__(envelope=envelope, clock=lambda: float(self.env.now))  # the job book runs on simpy time
         self.value_column = value_column
         self.key_columns = None if key_columns is None else tuple(key_columns)
         self._rows, columns = _read_table(Path(oracle_csv), value_column)
@@ -144,19 +134,15 @@ class PlateReaderDriver:
         self.n_incubator_slots, self.incubation_s = n_incubator_slots, float(incubation_s)
         self.bad_read_probability, self.start_time_s = float(bad_read_probability), float(start_time_s)
         self.env = simpy.Environment(initial_time=self.start_time_s)
-        self._stations = {
-            "incubator": simpy.Resource(self.env, n_incubator_slots),
-            "reader": simpy.Resource(self.env, 1),
-        }
-        self._plates: dict[str, _Plate] = {}
-        self._waits: list[tuple[str, float]] = []
+        self._stations = {"incubator": simpy.Resource(self.env, n_incubator_slots),
+                          "reader": simpy.Resource(self.env, 1)}
+        self._gantt: list[tuple[str, str, float, float]] = []  # (job key, station, start s, end s)
+        self._waits: list[tuple[str, float]] = []  # (station, s waited for it)
 
-    # ------------------------------------------------------------------------------------------- the protocol
-    async def capabilities(self) -> dict[str, Any]:
+    # ------------------------------------------------------------------------------------------- the instrument
+    async def describe(self) -> dict[str, Any]:
         """What the reader offers; the orchestrator keeps ``max_parallel_jobs`` plates in it by default."""
         return {
-            "driver": self.name,
-            "version": self.version,
             "is_simulated": True,
             "property": self.value_column,
             "stations": {name: resource.capacity for name, resource in self._stations.items()},
@@ -168,170 +154,67 @@ class PlateReaderDriver:
             "envelope": self.envelope.model_dump(mode="json"),
         }
 
-    async def submit(self, job: LabJob) -> JobHandle:
-        """Load a plate at the current time; the same job key again returns the same handle and reads nothing.
-
-        Raises:
-            EnvelopeViolation: the job is outside the envelope (nothing is loaded).
-            SetupError: the key was used before for a different job.
-        """
-        known = self._plates.get(job.job_key)
-        if known is not None:
-            if known.job != job:
-                raise SetupError(
-                    f"job key {job.job_key!r} was already submitted with a different job; use a new key for a new run"
-                )
-            return self._handle(job.job_key)
-        self.envelope.require(job)
-        plate = _Plate(
-            job=job,
-            submitted_s=self.env.now,
-            wavelength_nm=float(job.parameters.get("wavelength_nm", self.wavelength_nm)),
-            plate_type=str(job.parameters.get("plate_type", self.plate_type)),
-        )
-        self._plates[job.job_key] = plate
-        plate.process = self.env.process(self._run(plate))
-        return self._handle(job.job_key)
-
-    async def status(self, handle: JobHandle) -> JobState:
-        """``queued`` until the plate enters the incubator, ``running`` until it is read, then terminal."""
-        return self._lookup(handle).state
-
-    async def result(self, handle: JobHandle) -> LabResult:
-        """The reading of a ``done`` or ``failed`` plate; raises ``InstrumentFault`` otherwise."""
-        plate = self._lookup(handle)
-        if plate.state == "cancelled":
-            raise InstrumentFault(f"job {handle.job_key!r} was cancelled and has no reading; resubmit under a new key")
-        if plate.result is None:
-            raise InstrumentFault(
-                f"job {handle.job_key!r} is {plate.state} at t={self.env.now:.0f} s and has no reading yet; "
-                "advance the reader with run_until_complete([handle]) or poll status()"
-            )
-        return plate.result
-
-    async def cancel(self, handle: JobHandle) -> None:
-        """Eject a queued or running plate; a finished plate keeps its reading."""
-        plate = self._lookup(handle)
-        if plate.state in TERMINAL_STATES:
-            return
-        if plate.has_started and plate.process.is_alive:
-            plate.process.interrupt("cancelled")
-        plate.state = "cancelled"
-
-    async def health(self) -> dict[str, Any]:
-        """Clock, plates by state and the load of both stations, as JSON."""
-        counts = dict.fromkeys(("queued", "running", "done", "failed", "cancelled"), 0)
-        for plate in self._plates.values():
-            counts[plate.state] += 1
+    async def diagnose(self) -> dict[str, Any]:
+        """The clock and the load of both stations."""
         return {
-            "is_ok": True,
-            "driver": self.name,
-            "now_s": float(self.env.now),
-            "n_jobs": counts,
-            "stations": {
-                name: {"capacity": res.capacity, "n_busy": res.count, "n_waiting": len(res.queue)}
-                for name, res in self._stations.items()
-            },
+            "now_s": self.now,
+            "stations": {name: {"capacity": res.capacity, "n_busy": res.count, "n_waiting": len(res.queue)}
+                         for name, res in self._stations.items()},
         }
 
-    # ------------------------------------------------------------------------------------------- the clock
-    @property
-    def now(self) -> float:
-        """The reader's clock, simulated seconds."""
-        return float(self.env.now)
+    async def start(self, entry: BookEntry) -> None:
+        """Load the plate: its protocol becomes a simpy process, which runs as the clock is advanced."""
+        entry.remote = self.env.process(self._run(entry))
 
-    def run_until_complete(self, handles: Iterable[JobHandle]) -> float:
-        """Advance the clock until every given plate is finished; return the clock (s)."""
-        pending = self._pending(handles)
-        if pending:
-            self.env.run(until=self.env.all_of(pending))
-        return self.now
+    async def stop(self, entry: BookEntry) -> None:
+        """Eject the plate: interrupt its process where it waits (one that has not taken its first step yet sees
+        the job cancelled when it does)."""
+        process: simpy.Process = entry.remote
+        if process.is_alive and not isinstance(process.target, simpy.events.Initialize):
+            process.interrupt("cancelled")
 
-    def run_until_any_complete(self, handles: Iterable[JobHandle]) -> float:
-        """Advance the clock until one of the given unfinished plates is finished; return the clock (s)."""
-        pending = self._pending(handles)
-        if pending:
-            self.env.run(until=self.env.any_of(pending))
-        return self.now
-
-    def run_until(self, time_s: float) -> float:
-        """Advance the clock to ``time_s`` (nothing happens if it is already past); return the clock (s)."""
-        if time_s > self.env.now:
-            self.env.run(until=time_s)
-        return self.now
-
-    def metrics(self) -> LabMetrics:
-        """Utilisation (busy time / (capacity x elapsed)), queue waits and the Gantt rows of finished steps."""
-        elapsed = self.env.now - self.start_time_s
-        rows = [(key, station, start, end)
-                for key, plate in self._plates.items() for station, start, end in plate.station_log]
-        rows.sort(key=lambda row: (row[2], row[3], row[0], row[1]))
-        busy = dict.fromkeys(self._stations, 0.0)
-        for _, station, start, end in rows:
-            busy[station] += end - start
-        waits = {name: [w for station, w in self._waits if station == name] for name in self._stations}
-        counts = dict.fromkeys(("queued", "running", "done", "failed", "cancelled"), 0)
-        for plate in self._plates.values():
-            counts[plate.state] += 1
-        return LabMetrics(
-            elapsed_s=float(elapsed),
-            utilisation={
-                name: busy[name] / (res.capacity * elapsed) if elapsed > 0 else 0.0
-                for name, res in self._stations.items()
-            },
-            mean_queue_wait_s=sum(w for _, w in self._waits) / len(self._waits) if self._waits else 0.0,
-            queue_wait_s={name: sum(w) / len(w) if w else 0.0 for name, w in waits.items()},
-            n_jobs=counts,
-            gantt=rows,
-        )
-
-    # ------------------------------------------------------------------------------------------- simulation
-    def _run(self, plate: _Plate) -> Generator[simpy.Event, Any, None]:
-        if plate.state == "cancelled":  # ejected before the process took its first step
+    def _run(self, entry: BookEntry) -> Generator[simpy.Event, Any, None]:
+        """The protocol: incubate, then read; the reading ends the job (done, or failed with a reason)."""
+        if entry.state == "cancelled":  # ejected before the process took its first step
             return
-        plate.has_started = True
-        key = plate.job.job_key
+        key = entry.job.job_key
+        plate_type = str(entry.job.parameters.get("plate_type", self.plate_type))
         incubation_s = self.incubation_s * math.exp(0.1 * job_rng(self.seed, key, "incubation").standard_normal())
         try:
-            yield from self._occupy(plate, "incubator", incubation_s)
-            yield from self._occupy(plate, "reader", READ_S[plate.plate_type])
+            yield from self._occupy(entry, "incubator", incubation_s)
+            yield from self._occupy(entry, "reader", READ_S[plate_type])
         except simpy.Interrupt:
-            plate.state = "cancelled"
-            return
-        plate.result = self._read(plate)
-        plate.state = "done" if plate.result.status == "ok" else "failed"
+            return  # cancelled: the kit marked the job already
+        log = [(station, start, end) for job_key, station, start, end in self._gantt if job_key == key]
+        reason, value, noise_sd = self._read(entry.job)
+        if reason:
+            self.finish(entry, reason=reason, station_log=log)
+        else:
+            self.finish(entry, value=value, uncertainty=noise_sd, station_log=log)
 
-    def _occupy(self, plate: _Plate, station: str, duration_s: float) -> Generator[simpy.Event, Any, None]:
+    def _occupy(self, entry: BookEntry, station: str, duration_s: float) -> Generator[simpy.Event, Any, None]:
         requested_s = self.env.now
         with self._stations[station].request() as slot:
             yield slot
             self._waits.append((station, self.env.now - requested_s))
-            plate.state = "running"
+            self.mark_running(entry)
             start_s = self.env.now
             try:
                 yield self.env.timeout(duration_s)
             finally:
-                plate.station_log.append((station, start_s, float(self.env.now)))
+                self._gantt.append((entry.job.job_key, station, start_s, float(self.env.now)))
 
-    def _read(self, plate: _Plate) -> LabResult:
-        job = plate.job
-        common = dict(
-            job_key=job.job_key,
-            candidate_id=job.candidate.id,
-            submitted_s=plate.submitted_s,
-            completed_s=float(self.env.now),
-            station_log=list(plate.station_log),
-        )
+    def _read(self, job: LabJob) -> tuple[str, float, float]:
+        """``(reason, value, noise sd)``: a failure has a reason and no value; it is reported, never lost."""
         if job_rng(self.seed, job.job_key, "bad_read").random() < self.bad_read_probability:
-            reason = "bad reading: the reader saw a bubble or a scratch in the well; re-read under a new job key"
-            return LabResult(status="failed", reason=reason, **common)
+            return "bad reading: the reader saw a bubble or a scratch in the well; re-read under a new job key", 0.0, 0.0
         try:
             truth = self._truth(job.candidate)
         except InstrumentFault as fault:  # no row for these conditions: a failed job, never a lost one
-            return LabResult(status="failed", reason=str(fault), **common)
-        noise_sd = self.noise_sd * (1.0 + abs(plate.wavelength_nm - PEAK_NM) / 250.0)
-        value = truth + noise_sd * job_rng(self.seed, job.job_key, "measurement").standard_normal()
-        return LabResult(status="ok", value=value, uncertainty=noise_sd, **common)
+            return str(fault), 0.0, 0.0
+        wavelength_nm = float(job.parameters.get("wavelength_nm", self.wavelength_nm))
+        noise_sd = self.noise_sd * (1.0 + abs(wavelength_nm - PEAK_NM) / 250.0)
+        return "", truth + noise_sd * job_rng(self.seed, job.job_key, "measurement").standard_normal(), noise_sd
 
     def _truth(self, candidate: Any) -> float:
         settings = _settings(candidate)
@@ -350,35 +233,49 @@ class PlateReaderDriver:
             )
         return table[key]
 
-    # ------------------------------------------------------------------------------------------- helpers
-    def _probe_job(self, wavelength_nm: float, plate_type: str) -> LabJob:
-        from vocabulary.domain import Conditions
+    # ------------------------------------------------------------------------------------------- the simulated clock
+    @property
+    def now(self) -> float:
+        """The reader's clock, simulated seconds."""
+        return float(self.env.now)
 
-        return LabJob(
-            job_key="defaults",
-            candidate=Conditions(values={}, id="defaults"),
-            parameters={"wavelength_nm": wavelength_nm, "plate_type": plate_type},
+    def run_until_complete(self, handles: Iterable[JobHandle]) -> float:
+        """Advance the clock until every given plate is finished; return the clock (s)."""
+        if pending := [entry.remote for entry in self.unfinished(handles)]:
+            self.env.run(until=self.env.all_of(pending))
+        return self.now
+
+    def run_until_any_complete(self, handles: Iterable[JobHandle]) -> float:
+        """Advance the clock until one of the given unfinished plates is finished; return the clock (s)."""
+        if pending := [entry.remote for entry in self.unfinished(handles)]:
+            self.env.run(until=self.env.any_of(pending))
+        return self.now
+
+    def run_until(self, time_s: float) -> float:
+        """Advance the clock to ``time_s`` (nothing happens if it is already past); return the clock (s)."""
+        if time_s > self.env.now:
+            self.env.run(until=time_s)
+        return self.now
+
+    def metrics(self) -> LabMetrics:
+        """Utilisation (busy time / (capacity x elapsed)), queue waits and the Gantt rows of finished steps."""
+        elapsed = self.env.now - self.start_time_s
+        busy = {name: sum(end - start for _, station, start, end in self._gantt if station == name)
+                for name in self._stations}
+        waits = {name: [w for station, w in self._waits if station == name] for name in self._stations}
+        return LabMetrics(
+            elapsed_s=float(elapsed),
+            utilisation={name: busy[name] / (res.capacity * elapsed) if elapsed > 0 else 0.0
+                         for name, res in self._stations.items()},
+            mean_queue_wait_s=sum(w for _, w in self._waits) / len(self._waits) if self._waits else 0.0,
+            queue_wait_s={name: sum(w) / len(w) if w else 0.0 for name, w in waits.items()},
+            n_jobs=self.book.count_states(),
+            gantt=sorted(self._gantt, key=lambda row: (row[2], row[3], row[0], row[1])),
         )
 
-    def _handle(self, job_key: str) -> JobHandle:
-        return JobHandle(job_key=job_key, driver=self.name)
-
-    def _lookup(self, handle: JobHandle) -> _Plate:
-        plate = self._plates.get(handle.job_key)
-        if handle.driver != self.name or plate is None:
-            raise InstrumentFault(
-                f"job {handle.job_key!r} is unknown to this {self.name} (submitted elsewhere or before a restart?); "
-                "resubmit it: submit is idempotent on the job key"
-            )
-        return plate
-
-    def _pending(self, handles: Iterable[JobHandle]) -> list[simpy.Process]:
-        plates = [self._lookup(handle) for handle in handles]
-        return [plate.process for plate in plates if plate.state not in TERMINAL_STATES]
-
     def __repr__(self) -> str:
-        return (f"PlateReaderDriver(value_column={self.value_column!r}, now={self.env.now:.0f} s, "
-                f"n_jobs={len(self._plates)})")
+        return (f"PlateReaderDriver(value_column={self.value_column!r}, now={self.now:.0f} s, "
+                f"n_jobs={len(self.book.entries)})")
 
 
 def _read_table(path: Path, value_column: str) -> tuple[list[dict[str, str]], list[str]]:

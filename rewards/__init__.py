@@ -16,6 +16,7 @@ __distribution__ = "closedloop"  # vocabulary.namespace reads this line to tell 
 
 from rewards.context import STAGES, RungResult, ScoreValue, Stage, StepContext
 from rewards.errors import RewardError, RewardSetupError, ScoringError
+from rewards.judge import JudgeRecorder
 from rewards.process import (
     RungValidity,
     StepReward,
@@ -58,6 +59,7 @@ __all__ = [
     "Criterion",
     "CriterionScore",
     "Gate",
+    "JudgeRecorder",
     "RewardError",
     "RewardMix",
     "RewardSetupError",

@@ -8,16 +8,20 @@ shown.
 
 Models are named by a criterion's ``params.model`` (default ``"embedded"``). The orchestrator installs the loader
 (``set_model_loader``) that turns a name into a chat model; tests and notebooks register ready-made models with
-``use_judge_model(name, model)``. Answers are cached per (model, prompt) for the process. Inside
-``recording(known)``, answers are first looked up in ``known`` (call key -> reply, e.g. from the ledger's
-``LLMCall`` events) and every new call is collected, so the orchestrator can record it and a replay never asks again.
+``use_judge_model(name, model)``. Calls are answered and recorded by a ``JudgeRecorder`` passed down the scoring
+path (``Rubric.score(context, recorder=...)``): it answers from ``known`` (call key -> reply, e.g. from the ledger's
+``LLMCall`` events) first, asks the model otherwise, and keeps every new call in ``calls``, so the orchestrator can
+record them and a replay never asks again. Each campaign's reward step holds its own recorder, so campaigns scoring
+at once in threads of one process never see each other's calls.
 
 Example:
     >>> from rewards.context import StepContext
     >>> from types import SimpleNamespace
     >>> step = StepContext(stage="proposal", subject="x", arm="llm", is_valid=True, rationale=":")
-    >>> llm_judge(step, criterion=SimpleNamespace(id="c", text="The rationale is specific.", params={})).value
-    -1.0
+    >>> recorder = JudgeRecorder({})
+    >>> criterion = SimpleNamespace(id="c", text="The rationale is specific.", params={})
+    >>> llm_judge(step, criterion=criterion, recorder=recorder).value, recorder.calls
+    (-1.0, [])
     >>> parse_verdict('{"reason": "cites gaff", "verdict": "yes"}').value
     1.0
 """
@@ -27,17 +31,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rewards.context import ScoreValue, StepContext
 from rewards.errors import RewardSetupError, ScoringError
 from rewards.programmatic import rationale_problem
 
-__all__ = ["BUILTINS", "JudgeCall", "JudgeParseError", "VERDICT_SCHEMA", "call_key", "judge_messages", "llm_judge",
-           "parse_verdict", "recording", "set_model_loader", "use_judge_model"]
+__all__ = ["BUILTINS", "JudgeCall", "JudgeParseError", "JudgeRecorder", "VERDICT_SCHEMA", "call_key", "judge_messages",
+           "llm_judge", "parse_verdict", "set_model_loader", "use_judge_model"]
 
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -47,15 +51,15 @@ VERDICT_SCHEMA: dict[str, Any] = {
 }
 """The judge's answer: the reason first, then the verdict (property order is generation order)."""
 
+# Process-wide model registry: names -> loaded chat models, and the loader. They hold no campaign's state (no
+# answers, no calls), so campaigns in threads may share them; the lock keeps two threads from loading one model twice.
 _MODELS: dict[str, Any] = {}
 _LOADER: Callable[[str], Any] | None = None
-_ANSWERS: dict[tuple[str, str], str] = {}
-_RECORDING: list[dict[str, Any]] = []
-"""The active ``recording`` scopes: each {"known": {key: reply}, "calls": [JudgeCall, ...]}."""
+_MODELS_LOCK = threading.Lock()
 
 
 class JudgeCall(dict):
-    """One judge call as recorded: key, model, messages (role/content dicts), response, latency_s."""
+    """One judge call as recorded: key, model, messages (role/content dicts), response, latency_s (seconds)."""
 
 
 def call_key(model: str, messages: list[tuple[str, str]]) -> str:
@@ -64,15 +68,43 @@ def call_key(model: str, messages: list[tuple[str, str]]) -> str:
     return f"judge:{model}:{digest}"
 
 
-@contextmanager
-def recording(known: dict[str, str]) -> Iterator[list[JudgeCall]]:
-    """Answer judge calls from ``known`` (call key -> reply) first; yield the list the new calls are appended to."""
-    scope: dict[str, Any] = {"known": dict(known), "calls": []}
-    _RECORDING.append(scope)
-    try:
-        yield scope["calls"]
-    finally:
-        _RECORDING.remove(scope)
+class JudgeRecorder:
+    """What the judge knows and what it was asked, for one scoring pass of one campaign.
+
+    Pass it explicitly down the scoring path (``Rubric.score(context, recorder=...)``, ``score_trajectory(...,
+    recorder=...)``); a scorer that declares a keyword-only ``recorder`` parameter receives it. A call whose key is in
+    ``known`` is answered from there without asking the model; any other call asks the model, and its reply joins
+    ``known`` (the same prompt again is answered once) and the call joins ``calls``. One recorder serves one thread;
+    campaigns scoring at once each hold their own.
+
+    Args:
+        known: replies already recorded, by call key (``call_key``), e.g. the ledger's judge ``LLMCall`` events.
+
+    Example:
+        >>> recorder = JudgeRecorder({call_key("m", [("user", "hi")]): "recorded"})
+        >>> recorder.answer("m", [("user", "hi")]), recorder.calls
+        ('recorded', [])
+    """
+
+    def __init__(self, known: Mapping[str, str] | None = None) -> None:
+        self.known: dict[str, str] = dict(known or {})
+        self.calls: list[JudgeCall] = []
+
+    def answer(self, model: str, messages: list[tuple[str, str]]) -> str:
+        """The judge model ``model``'s reply to ``messages`` ((role, text) pairs): known, or asked and recorded."""
+        key = call_key(model, messages)
+        if key in self.known:
+            return self.known[key]
+        started = time.perf_counter()
+        reply = _ask(_model(model), messages)
+        self.known[key] = reply
+        self.calls.append(JudgeCall(key=key, model=model, response=reply,
+                                    messages=[{"role": role, "content": text} for role, text in messages],
+                                    latency_s=time.perf_counter() - started))
+        return reply
+
+    def __repr__(self) -> str:
+        return f"JudgeRecorder(n_known={len(self.known)}, n_calls={len(self.calls)})"
 
 
 class JudgeParseError(ScoringError):
@@ -91,12 +123,13 @@ def set_model_loader(loader: Callable[[str], Any] | None) -> None:
 
 
 def _model(name: str) -> Any:
-    if name not in _MODELS:
-        if _LOADER is None:
-            raise RewardSetupError(f"no judge model {name!r}: register one with rewards.judge.use_judge_model "
-                                   "or run inside the orchestrator, which installs its model loader")
-        _MODELS[name] = _LOADER(name)
-    return _MODELS[name]
+    with _MODELS_LOCK:
+        if name not in _MODELS:
+            if _LOADER is None:
+                raise RewardSetupError(f"no judge model {name!r}: register one with rewards.judge.use_judge_model "
+                                       "or run inside the orchestrator, which installs its model loader")
+            _MODELS[name] = _LOADER(name)
+        return _MODELS[name]
 
 
 def judge_messages(context: StepContext, statement: str) -> list[tuple[str, str]]:
@@ -129,8 +162,12 @@ def parse_verdict(text: str) -> ScoreValue:
     return ScoreValue(value=1.0 if verdict == "yes" else -1.0, reason=f"judge: {reason.strip()}")
 
 
-def llm_judge(context: StepContext, *, criterion: Any) -> ScoreValue | None:
-    """Ask the judge model whether the criterion's statement holds for this proposal-stage step."""
+def llm_judge(context: StepContext, *, criterion: Any, recorder: JudgeRecorder | None = None) -> ScoreValue | None:
+    """Ask the judge model whether the criterion's statement holds for this proposal-stage step.
+
+    ``recorder`` answers and records the call (see ``JudgeRecorder``); without one the model is asked and nothing is
+    kept, which suits a one-off check but not a campaign, whose calls must reach its ledger.
+    """
     if context.stage not in ("proposal", "screen") or not context.is_valid:
         return None
     problem = rationale_problem(" ".join(p for p in (context.hypothesis, context.rationale) if p.strip()))
@@ -138,26 +175,7 @@ def llm_judge(context: StepContext, *, criterion: Any) -> ScoreValue | None:
         return ScoreValue(value=-1.0, reason=f"not shown to the judge: {problem}")
     name = str((getattr(criterion, "params", None) or {}).get("model", "embedded"))
     messages = judge_messages(context, criterion.text)
-    return parse_verdict(_answer(name, messages))
-
-
-def _answer(name: str, messages: list[tuple[str, str]]) -> str:
-    key = call_key(name, messages)
-    scope = _RECORDING[-1] if _RECORDING else None
-    if scope is not None and key in scope["known"]:
-        return scope["known"][key]
-    cache_key = (name, json.dumps(messages))
-    started = time.perf_counter()
-    is_new = cache_key not in _ANSWERS
-    if is_new:
-        _ANSWERS[cache_key] = _ask(_model(name), messages)
-    reply = _ANSWERS[cache_key]
-    if scope is not None:
-        scope["known"][key] = reply
-        scope["calls"].append(JudgeCall(key=key, model=name, response=reply,
-                                        messages=[{"role": role, "content": text} for role, text in messages],
-                                        latency_s=time.perf_counter() - started if is_new else None))
-    return reply
+    return parse_verdict((recorder if recorder is not None else JudgeRecorder()).answer(name, messages))
 
 
 def _ask(model: Any, messages: list[tuple[str, str]]) -> str:

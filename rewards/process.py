@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -44,6 +45,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rewards.context import StepContext
+from rewards.judge import JudgeRecorder
 from rewards.rubric import CriterionScore, Rubric
 
 __all__ = [
@@ -206,6 +208,7 @@ def score_trajectory(
     start_potential: float,
     status: RewardStatus,
     score_step: Callable[[StepContext], list[CriterionScore]] | None = None,
+    recorder: JudgeRecorder | None = None,
 ) -> TrajectoryReward:
     """Score one trajectory.
 
@@ -215,12 +218,16 @@ def score_trajectory(
         status: ``final`` once nothing can change it (the lab answered, or the trajectory ended before the lab).
         score_step: what scores one step's criteria, ``rubric.score`` by default; a caller that rescores the same
             steps often passes a memo of it (scorers read only the step's context, so the scores are the same).
+            A ``score_step`` given here carries its own recorder; ``recorder`` is for the default one.
+        recorder: the campaign's ``rewards.judge.JudgeRecorder`` for this scoring pass, passed to ``rubric.score``
+            by the default ``score_step``: the LLM judge answers from it and records its calls there.
 
     Raises:
         ScoringError: a scorer failed (see ``Rubric.score``).
     """
     mu, alpha = rubric.reward.progress_weight, rubric.reward.outcome_weight
-    score_step = score_step or rubric.score
+    if score_step is None:
+        score_step = functools.partial(rubric.score, recorder=recorder)
     kinds = {c.id: c.scope for c in rubric.criteria}
     scored: list[StepReward] = []
     trajectory_scores: dict[str, CriterionScore] = {}

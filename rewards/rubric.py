@@ -41,12 +41,14 @@ from pydantic import (
 
 from rewards.context import ScoreValue, Stage, StepContext
 from rewards.errors import RewardSetupError, ScoringError
+from rewards.judge import JudgeRecorder
 from rewards.scorers import (
     ENTRY_POINT_GROUP,
     NAME_PATTERN,
     get_scorer,
     scorer_names,
     takes_criterion,
+    takes_recorder,
 )
 from vocabulary.text_files import TextFileError, normalised_text, read_text_file
 
@@ -214,8 +216,13 @@ class Rubric(_Frozen):
         if problems:
             raise RewardSetupError(f"rubric {self.id!r} v{self.version}: " + "; ".join(problems))
 
-    def score(self, context: StepContext) -> list[CriterionScore]:
+    def score(self, context: StepContext, *, recorder: JudgeRecorder | None = None) -> list[CriterionScore]:
         """Score every criterion whose stages include ``context.stage``; scorers returning None are left out.
+
+        Args:
+            recorder: the campaign's ``rewards.judge.JudgeRecorder`` for this scoring pass, handed to every scorer
+                that declares a keyword-only ``recorder`` (the LLM judge), which answers from it and records its
+                calls there. Without one, judge calls are made and not kept.
 
         Raises:
             ScoringError: a scorer raised or returned something other than a ``ScoreValue`` or None.
@@ -226,7 +233,12 @@ class Rubric(_Frozen):
             label = f"criterion {criterion.id!r} (scorer {criterion.scorer!r})"
             label += f" at {context.stage} of {context.subject!r}"
             try:
-                result = scorer(context, criterion=criterion) if takes_criterion(scorer) else scorer(context)
+                keywords: dict[str, Any] = {}
+                if takes_criterion(scorer):
+                    keywords["criterion"] = criterion
+                if takes_recorder(scorer):
+                    keywords["recorder"] = recorder
+                result = scorer(context, **keywords)
             except Exception as exc:
                 message = f"{label} raised {type(exc).__name__}: {exc}; fix the scorer (failures never score 0)"
                 raise ScoringError(message) from exc

@@ -2,8 +2,9 @@
 
 A scorer is ``fn(context: StepContext) -> ScoreValue | None``; ``None`` means "not applicable" and the criterion is
 left out of the reward (never counted as 0). A scorer that also needs its criterion (its text, its ``params``)
-declares a keyword-only ``criterion`` parameter: ``fn(context, *, criterion)``. Scorers are registered by name
-with ``@register_scorer(name, kind=...)``.
+declares a keyword-only ``criterion`` parameter: ``fn(context, *, criterion)``; one that asks an LLM judge declares
+a keyword-only ``recorder`` parameter and receives the scoring pass's ``rewards.judge.JudgeRecorder`` (passed
+explicitly, never found through module state). Scorers are registered by name with ``@register_scorer(name, kind=...)``.
 Third-party packages add theirs through the ``closedloop.scorers`` entry-point group: the entry point names a
 zero-argument function that registers them, as ``register_builtin_scorers`` does for the built-ins.
 
@@ -44,6 +45,7 @@ __all__ = [
     "scorer_names",
     "screen_pass",
     "takes_criterion",
+    "takes_recorder",
     "validity",
     "within_budget",
 ]
@@ -157,30 +159,39 @@ def scorer_kind(name: str) -> str:
 
 
 def takes_criterion(fn: Scorer) -> bool:
-    """Whether a scorer declares a keyword-only ``criterion`` parameter (then it is called with its criterion).
+    """Whether a scorer declares a keyword-only ``criterion`` parameter (then it is called with its criterion)."""
+    return "criterion" in _keyword_only(fn)
 
-    The answer is kept per scorer (``inspect.signature`` costs tens of microseconds, and every step's every criterion
-    asks); an unhashable scorer is inspected each time.
-    """
+
+def takes_recorder(fn: Scorer) -> bool:
+    """Whether a scorer declares a keyword-only ``recorder`` parameter (then it is called with the scoring pass's
+    ``rewards.judge.JudgeRecorder``, or None when the caller passed none)."""
+    return "recorder" in _keyword_only(fn)
+
+
+def _keyword_only(fn: Scorer) -> frozenset[str]:
+    """The keyword-only parameters a scorer declares, kept per scorer (``inspect.signature`` costs tens of
+    microseconds, and every step's every criterion asks); an unhashable scorer is inspected each time."""
     try:
-        return _TAKES_CRITERION[fn]
+        return _KEYWORD_ONLY[fn]
     except KeyError:
         pass
     except TypeError:  # unhashable
-        return _inspect_takes_criterion(fn)
-    answer = _TAKES_CRITERION[fn] = _inspect_takes_criterion(fn)
+        return _inspect_keyword_only(fn)
+    answer = _KEYWORD_ONLY[fn] = _inspect_keyword_only(fn)
     return answer
 
 
-_TAKES_CRITERION: dict[Scorer, bool] = {}
+# A memo of a pure function of each scorer (its signature): no campaign's state, so threads may share it.
+_KEYWORD_ONLY: dict[Scorer, frozenset[str]] = {}
 
 
-def _inspect_takes_criterion(fn: Scorer) -> bool:
+def _inspect_keyword_only(fn: Scorer) -> frozenset[str]:
     try:
-        parameter = inspect.signature(fn).parameters.get("criterion")
+        parameters = inspect.signature(fn).parameters
     except (TypeError, ValueError):  # builtins and some callables have no signature
-        return False
-    return parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        return frozenset()
+    return frozenset(name for name, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
 def register_builtin_scorers() -> None:

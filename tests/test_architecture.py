@@ -2,7 +2,9 @@
 upward between the floors (vocabulary <- plug-ins <- engine <- command line and public face).
 
 Every import counts, including those inside functions (they still run, only later); imports under
-``if TYPE_CHECKING:`` do not (they never run: annotations only), nor do those in docstrings and comments. The graph is built with ``ast`` over the project's own packages, so the test needs nothing
+``if TYPE_CHECKING:`` do not count for the floors (they never run: annotations only), but they may not close a circle
+either (a circle hidden from the interpreter is still two modules that each need the other); imports in docstrings and
+comments do not count. The graph is built with ``ast`` over the project's own packages, so the test needs nothing
 installed and sees a module even when its optional dependency is missing.
 """
 
@@ -49,12 +51,13 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imported_names(module: str, path: Path) -> set[tuple[str, str]]:
+def _imported_names(module: str, path: Path, *, typing_too: bool = False) -> set[tuple[str, str]]:
     """What ``module`` imports, as (origin, name) pairs: ``import a.b`` gives (``a.b``, ""), ``from a import b`` gives
     (``a``, ``b``), where ``b`` is a submodule of ``a`` or a name defined in ``a``."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in (ast.walk(tree) if typing_too else _runtime_nodes(tree)):
         if isinstance(node, ast.Import):
             names.update((alias.name, "") for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -77,10 +80,11 @@ def _runtime_nodes(tree: ast.AST):
         yield from _runtime_nodes(node)
 
 
-def _import_graph() -> dict[str, set[str]]:
+def _import_graph(*, typing_too: bool = False) -> dict[str, set[str]]:
     """Our module -> the modules of ours it imports: ``from a import b`` imports the submodule ``a.b`` if there is
     one, else the module ``a`` (a name resolves to the longest module that holds it). The package ``__init__`` that
-    Python runs on the way to a submodule is not counted, as import linters do not count it."""
+    Python runs on the way to a submodule is not counted, as import linters do not count it. ``typing_too`` counts the
+imports under ``if TYPE_CHECKING:`` as well."""
     modules = _modules()
 
     def owner(name: str) -> str | None:
@@ -91,12 +95,13 @@ def _import_graph() -> dict[str, set[str]]:
     graph = {}
     for module, path in modules.items():
         targets = {owner(f"{origin}.{name}" if f"{origin}.{name}" in modules else origin)
-                   for origin, name in _imported_names(module, path)}
+                   for origin, name in _imported_names(module, path, typing_too=typing_too)}
         graph[module] = {t for t in targets if t is not None and t != module}
     return graph
 
 
 GRAPH = _import_graph()
+TYPED_GRAPH = _import_graph(typing_too=True)
 
 
 def test_the_graph_sees_the_project():
@@ -112,6 +117,16 @@ def test_no_module_imports_itself_round_a_circle():
     except graphlib.CycleError as exc:
         circle = " -> ".join(exc.args[1])
         pytest.fail(f"import circle: {circle}. Move what both sides need into a module below them both.")
+
+
+def test_no_circle_hides_behind_type_checking():
+    try:
+        tuple(graphlib.TopologicalSorter(TYPED_GRAPH).static_order())
+    except graphlib.CycleError as exc:
+        circle = " -> ".join(exc.args[1])
+        pytest.fail(f"import circle through `if TYPE_CHECKING:` imports: {circle}. The annotation still needs the "
+                    "other module: move the type both sides need into a module below them both (a Protocol or a "
+                    "small dataclass), or pass the values instead.")
 
 
 @pytest.mark.parametrize("package", PLUG_INS)

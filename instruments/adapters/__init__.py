@@ -7,6 +7,7 @@
 - ``MadsciDriver`` (httpx only; ``closedloop[madsci]`` for serving a node): a job is one action on a MADSci REST
   node, sent through the node's REST API.
 
+Each adapter is an ``instruments.BaseDriver`` subclass (the kit keeps the jobs, the adapter speaks the library).
 Each adapter's library is an optional extra and is imported on first use, so ``import instruments.adapters`` costs
 nothing; a missing library is one ``MissingDependency`` line naming its extra.
 """

@@ -30,9 +30,9 @@ from typing import Any
 
 import httpx
 
-from instruments.adapters._book import BookEntry, JobBook, SerialRunner
-from instruments.base import JobHandle, JobState, LabJob, LabResult
+from instruments.base import LabJob
 from instruments.envelope import RESERVED_PARAMETERS, SafetyEnvelope
+from instruments.kit import BaseDriver, BookEntry
 from vocabulary.domain import InstrumentFault, SetupError, redact_url, redact_urls_in
 
 __all__ = ["MadsciDriver"]
@@ -41,7 +41,7 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _JOB_ARGS = frozenset({"job_key", "candidate_id", "job"})
 
 
-class MadsciDriver:
+class MadsciDriver(BaseDriver):
     """``InstrumentDriver`` for one action of a MADSci REST node.
 
     Args:
@@ -76,77 +76,53 @@ class MadsciDriver:
         self.node_url = str(node_url).rstrip("/")
         self.display_url = redact_url(self.node_url)
         self.action, self.result_key = action, result_key
-        self.envelope = (envelope if isinstance(envelope, SafetyEnvelope)
-                         else SafetyEnvelope.model_validate(envelope or {"name": "madsci node"}))
         self.timeout_s, self.action_timeout_s, self.retries = float(timeout_s), float(action_timeout_s), int(retries)
         self.poll_s, self.ready_timeout_s = float(poll_s), float(ready_timeout_s)
-        self._book = JobBook(self.name)
-        self._runner = SerialRunner(self._book, self._run, "madsci action")
+        super().__init__(envelope=envelope or {"name": "madsci node"})
         self._action_args: dict[str, dict[str, Any]] | None = None
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
-    # ------------------------------------------------------------------------------------------- protocol
-    async def capabilities(self) -> dict[str, Any]:
+    # ------------------------------------------------------------------------------------------- the kit's hooks
+    async def describe(self) -> dict[str, Any]:
         """The node's name, id, module and actions (``GET /info``), and the action this driver sends."""
         info = await self._get("/info")
         return {
-            "driver": self.name, "version": self.version, "node_url": self.display_url, "action": self.action,
+            "node_url": self.display_url, "action": self.action,
             "node_name": info.get("node_name"), "node_id": info.get("node_id"),
             "module_name": info.get("module_name"), "module_version": info.get("module_version"),
             "actions": sorted(info.get("actions") or {}),
         }
 
-    async def submit(self, job: LabJob) -> JobHandle:
-        """Queue ``job`` for the node; the same key returns the same handle and runs once.
-
-        Raises:
-            EnvelopeViolation: the job is outside the envelope; nothing is sent.
-            SetupError: the key was used for a different job, the node has no such action, or the job cannot fill
-                one of its required arguments.
-            InstrumentFault: the node cannot be reached.
-        """
-        if self._book.existing(job) is not None:
-            return self._book.handle(job.job_key)
-        self.envelope.require(job)
+    async def validate(self, job: LabJob) -> None:
+        """Refuse a job that cannot fill the action's required arguments, or an action the node lacks
+        (``SetupError``); ``InstrumentFault`` when the node cannot be reached."""
         self.action_args(job, await self._declared_args())
-        self._book.add(job)
-        self._runner.wake()
-        return self._book.handle(job.job_key)
 
-    async def status(self, handle: JobHandle) -> JobState:
-        entry = self._book.lookup(handle)
+    async def poll(self, entry: BookEntry) -> None:
+        """Fail a running job whose action the node has lost (``not_ready`` or ``unknown``)."""
         if entry.state == "running" and entry.remote is not None:
             node_status = await self._get(f"/action/{entry.remote}/status")
             if node_status in ("not_ready", "unknown"):
-                self._book.finish(entry, reason=f"the MADSci node reports action {entry.remote} as {node_status}")
-        return entry.state
+                self.finish(entry, reason=f"the MADSci node reports action {entry.remote} as {node_status}")
 
-    async def result(self, handle: JobHandle) -> LabResult:
-        """The result of a done or failed job; ``InstrumentFault`` for an unfinished, cancelled or unknown one."""
-        return self._book.finished_result(handle)
-
-    async def cancel(self, handle: JobHandle) -> None:
-        """Cancel a queued job here, or a running one with the node's ``cancel`` admin command.
+    async def stop(self, entry: BookEntry) -> None:
+        """Cancel a running action with the node's ``cancel`` admin command (a queued job never reached the node).
 
         Raises:
-            InstrumentFault: the job runs and the node cannot cancel it (the node does not implement ``cancel``).
+            InstrumentFault: the node cannot cancel it (it does not implement ``cancel``); the job runs on.
         """
-        entry = self._book.lookup(handle)
-        if entry.state == "queued":
-            entry.state = "cancelled"
-        elif entry.state == "running":
-            answer = await self._send("POST", "/admin/cancel", timeout_s=self.timeout_s)
-            if not answer.get("success"):
-                problems = "; ".join(e.get("message", "") for e in answer.get("errors") or []) or "no reason given"
-                raise InstrumentFault(f"the MADSci node at {self.display_url} could not cancel job "
-                                      f"{handle.job_key!r}: {problems}")
-            entry.is_cancel_requested = True
-            entry.state = "cancelled"
+        if entry.state != "running":
+            return
+        answer = await self._send("POST", "/admin/cancel", timeout_s=self.timeout_s)
+        if not answer.get("success"):
+            problems = "; ".join(e.get("message", "") for e in answer.get("errors") or []) or "no reason given"
+            raise InstrumentFault(f"the MADSci node at {self.display_url} could not cancel job "
+                                  f"{entry.job.job_key!r}: {problems}")
 
-    async def health(self) -> dict[str, Any]:
+    async def diagnose(self) -> dict[str, Any]:
         """The node's status (``GET /status``); ``is_ok`` when it is ready, or False with the reason."""
-        base = {"driver": self.name, "node_url": self.display_url, "n_jobs": self._book.count_states()}
+        base = {"node_url": self.display_url}
         try:
             status = await self._get("/status", retries=0)
         except InstrumentFault as exc:
@@ -156,7 +132,7 @@ class MadsciDriver:
 
     async def aclose(self) -> None:
         """Stop the worker and close the connection pool of the current loop."""
-        await self._runner.close()
+        await super().aclose()
         if self._client is not None and self._client_loop is asyncio.get_running_loop():
             await self._client.aclose()
         self._client = self._client_loop = None
@@ -190,13 +166,13 @@ class MadsciDriver:
             self._action_args = dict(actions[self.action].get("args") or {})
         return self._action_args
 
-    async def _run(self, entry: BookEntry) -> None:
+    async def run(self, entry: BookEntry) -> None:
+        """One action: wait for the node to be ready, create and start it, follow it to its end."""
         args = self.action_args(entry.job, await self._declared_args())
         for _ in range(self.retries + 1):
             busy = await self._await_ready()
             if busy:
-                self._book.finish(entry, reason=f"node not ready: {busy} after {self.ready_timeout_s:g} s; "
-                                                "check the node")
+                self.finish(entry, reason=f"node not ready: {busy} after {self.ready_timeout_s:g} s; check the node")
                 return
             created = await self._send("POST", f"/action/{self.action}", json={"args": args}, timeout_s=self.timeout_s)
             entry.remote = created["action_id"]
@@ -210,19 +186,19 @@ class MadsciDriver:
                 answer = await self._get(f"/action/{entry.remote}/result")
         if entry.is_cancel_requested:
             return
-        log = [(self.action, entry.started_s, max(self._book.now(), entry.started_s))]
+        log = [(self.action, entry.started_s, max(self.book.now(), entry.started_s))]
         status = answer.get("status")
         if status == "succeeded":
             value, uncertainty, problem = self._value(answer.get("json_result"))
             if problem:
-                self._book.finish(entry, reason=problem, station_log=log)
+                self.finish(entry, reason=problem, station_log=log)
             else:
-                self._book.finish(entry, value=value, uncertainty=uncertainty, station_log=log)
+                self.finish(entry, value=value, uncertainty=uncertainty, station_log=log)
         elif status == "cancelled":
-            entry.state = "cancelled"
+            self.mark_cancelled(entry)
         else:
             problems = "; ".join(e.get("message", "") for e in answer.get("errors") or []) or "no reason given"
-            self._book.finish(entry, reason=f"action {status}: {problems}", station_log=log)
+            self.finish(entry, reason=f"action {status}: {problems}", station_log=log)
 
     async def _await_ready(self) -> str:
         """Wait (at most ``ready_timeout_s``) until the node says it is ready; '' when it is, else why it is not."""

@@ -42,9 +42,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from instruments.adapters._book import BookEntry, JobBook, SerialRunner
-from instruments.base import JobHandle, JobState, LabJob, LabResult
+from instruments.base import LabJob
 from instruments.envelope import RESERVED_PARAMETERS, EnvelopeViolation, SafetyEnvelope
+from instruments.kit import BaseDriver, BookEntry
 from vocabulary.domain import SetupError, import_optional
 
 __all__ = ["PyLabRobotDriver", "oracle_reader_backend"]
@@ -56,7 +56,7 @@ def _plr(module: str = "pylabrobot") -> Any:
     return import_optional(module, "pylabrobot", "the PyLabRobot driver")
 
 
-class PyLabRobotDriver:
+class PyLabRobotDriver(BaseDriver):
     """``InstrumentDriver`` over a PyLabRobot ``LiquidHandler`` and ``PlateReader``.
 
     Args:
@@ -134,9 +134,8 @@ class PyLabRobotDriver:
         self.plate_map: dict[str, Any] = {}
         self._n_tips_used = 0
         self._n_wells_used = 0
-        self._book = JobBook(self.name)
-        self._runner = SerialRunner(self._book, self._run, "pylabrobot protocol")
         self._has_set_up: list[Any] = []
+        super().__init__()
 
     # ------------------------------------------------------------------------------------------- construction
     @classmethod
@@ -204,12 +203,10 @@ class PyLabRobotDriver:
             raise SetupError(f"plate_reader {reader!r} is not a pylabrobot PlateReader")
         return reader
 
-    # ------------------------------------------------------------------------------------------- protocol
-    async def capabilities(self) -> dict[str, Any]:
+    # ------------------------------------------------------------------------------------------- the kit's hooks
+    async def describe(self) -> dict[str, Any]:
         """Stations, reagents, the measurement, and how many wells and tips are left."""
         return {
-            "driver": self.name,
-            "version": self.version,
             "stations": ["liquid_handler", "plate_reader"],
             "reagents": sorted(self.sources),
             "property": self.property,
@@ -222,49 +219,22 @@ class PyLabRobotDriver:
             "max_transfer_ul": self.tip_max_ul,
         }
 
-    async def submit(self, job: LabJob) -> JobHandle:
-        """Queue ``job``; the same key returns the same handle and runs once.
-
-        Raises:
-            EnvelopeViolation: outside the envelope, or more liquid than the well holds; nothing runs.
-            SetupError: the key was used for a different job, or the job names no reagent on the deck.
-        """
-        if self._book.existing(job) is not None:
-            return self._book.handle(job.job_key)
-        self.envelope.require(job)
+    async def validate(self, job: LabJob) -> None:
+        """Refuse a job naming no deck reagent (``SetupError``) or holding more liquid than a well
+        (``EnvelopeViolation``); nothing runs."""
         volumes = self.transfers(job)
         capacity = float(self.wells[0].max_volume)
         if sum(volumes.values()) > capacity:
             problem = (f"the job's volumes add up to {sum(volumes.values()):g} µL, more than a well of "
                        f"{self.plate.name!r} holds ({capacity:g} µL); lower them")
             raise EnvelopeViolation.for_job(job.job_key, [problem], self.envelope.name)
-        self._book.add(job)
-        self._runner.wake()
-        return self._book.handle(job.job_key)
 
-    async def status(self, handle: JobHandle) -> JobState:
-        return self._book.lookup(handle).state
-
-    async def result(self, handle: JobHandle) -> LabResult:
-        """The result of a done or failed job; ``InstrumentFault`` for an unfinished, cancelled or unknown one."""
-        return self._book.finished_result(handle)
-
-    async def cancel(self, handle: JobHandle) -> None:
-        """Cancel a queued job, or stop a running one after its current transfer; a finished job is left alone."""
-        entry = self._book.lookup(handle)
-        if entry.state == "queued":
-            entry.state = "cancelled"
-        elif entry.state == "running":
-            entry.is_cancel_requested = True
-
-    async def health(self) -> dict[str, Any]:
-        """Job counts, wells and tips left; ``is_ok`` is False once the plate or the tips run out."""
+    async def diagnose(self) -> dict[str, Any]:
+        """Wells and tips left; ``is_ok`` is False once the plate or the tips run out."""
         n_wells = len(self.wells) - self._n_wells_used
         n_tips = len(self.tip_spots) - self._n_tips_used
         return {
             "is_ok": n_wells > 0 and n_tips > 0,
-            "driver": self.name,
-            "n_jobs": self._book.count_states(),
             "n_wells_free": n_wells,
             "n_tips_free": n_tips,
             "is_liquid_handler_set_up": bool(self.liquid_handler.setup_finished),
@@ -272,7 +242,7 @@ class PyLabRobotDriver:
 
     async def aclose(self) -> None:
         """Stop the worker and the machines this driver set up."""
-        await self._runner.close()
+        await super().aclose()
         for machine in reversed(self._has_set_up):
             if machine.setup_finished:
                 await machine.stop()
@@ -299,40 +269,41 @@ class PyLabRobotDriver:
             raise SetupError(f"job {job.job_key!r}: volumes {bad} must be finite numbers of µL >= 0")
         return {name: float(v) for name, v in volumes.items() if v > 0}
 
-    async def _run(self, entry: BookEntry) -> None:
+    async def run(self, entry: BookEntry) -> None:
+        """One well: transfer the job's reagents, then read it; a cancel stops it between two transfers."""
         job, log, stage = entry.job, [], "set-up"
         try:
             await self._set_up()
             volumes = self.transfers(job)
             shortage = self._consumable_shortage(len(volumes))
             if shortage:
-                self._book.finish(entry, reason=f"consumable exhausted: {shortage}")
+                self.finish(entry, reason=f"consumable exhausted: {shortage}")
                 return
             well = self.wells[self._n_wells_used]
             self._n_wells_used += 1
-            stage, start = "liquid handling", self._book.now()
+            stage, start = "liquid handling", self.book.now()
             for reagent, volume_ul in volumes.items():
                 if entry.is_cancel_requested:
                     break
                 await self._transfer(self.sources[reagent], well, volume_ul)
             self.plate_map[well.name] = job.candidate
-            log.append(("liquid_handler", start, self._book.now()))
+            log.append(("liquid_handler", start, self.book.now()))
             if entry.is_cancel_requested:
-                entry.state = "cancelled"
+                self.mark_cancelled(entry)
                 return
-            stage, start = "reading", self._book.now()
+            stage, start = "reading", self.book.now()
             value = await self._read(well)
-            log.append(("plate_reader", start, self._book.now()))
+            log.append(("plate_reader", start, self.book.now()))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a robot or reader error fails this job, never the driver
-            self._book.finish(entry, reason=f"{stage} failed: {type(exc).__name__}: {exc}", station_log=log)
+            self.finish(entry, reason=f"{stage} failed: {type(exc).__name__}: {exc}", station_log=log)
             return
         if value is None or not math.isfinite(value):
-            self._book.finish(entry, reason=f"bad reading: the reader returned {value!r} for well {well.name!r}",
-                              station_log=log)
+            self.finish(entry, reason=f"bad reading: the reader returned {value!r} for well {well.name!r}",
+                        station_log=log)
         else:
-            self._book.finish(entry, value=float(value), station_log=log)
+            self.finish(entry, value=float(value), station_log=log)
 
     def _consumable_shortage(self, n_tips: int) -> str:
         if self._n_wells_used >= len(self.wells):

@@ -36,9 +36,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from instruments.adapters._book import BookEntry, JobBook
-from instruments.base import TERMINAL_STATES, JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import SafetyEnvelope
+from instruments.kit import BaseDriver, BookEntry
 from vocabulary.domain import InstrumentFault, SetupError, import_optional
 
 __all__ = ["FEATURE", "Sila2Driver"]
@@ -51,7 +50,7 @@ def _sila(module: str) -> Any:
     return import_optional(module, "sila2", "the SiLA 2 driver")
 
 
-class Sila2Driver:
+class Sila2Driver(BaseDriver):
     """``InstrumentDriver`` for a SiLA 2 server that implements ``ClosedLoopExperiment``.
 
     Args:
@@ -80,12 +79,12 @@ class Sila2Driver:
         self._envelope = envelope if isinstance(envelope, SafetyEnvelope) or envelope is None else (
             SafetyEnvelope.model_validate(envelope))
         self._is_envelope_pinned = envelope is not None
-        self._book = JobBook(self.name)
         self._client: Any = None
         self._connect_lock = threading.Lock()
+        super().__init__()
 
-    # ------------------------------------------------------------------------------------------- protocol
-    async def capabilities(self) -> dict[str, Any]:
+    # ------------------------------------------------------------------------------------------- the kit's hooks
+    async def describe(self) -> dict[str, Any]:
         """The server's name, type, version and features, and the feature this driver calls."""
         def read() -> dict[str, Any]:
             service = self._feature_client().SiLAService
@@ -97,53 +96,35 @@ class Sila2Driver:
                 "implemented_features": sorted(service.ImplementedFeatures.get()),
             }
 
-        return {"driver": self.name, "version": self.version, "address": f"{self.host}:{self.port}",
-                "feature": FEATURE, **(await self._call(read, "read the server's SiLAService"))}
+        return {"address": f"{self.host}:{self.port}", "feature": FEATURE,
+                **(await self._call(read, "read the server's SiLAService"))}
 
-    async def submit(self, job: LabJob) -> JobHandle:
-        """Start ``RunExperiment`` for ``job``; the same key returns the same handle and starts nothing.
-
-        Raises:
-            EnvelopeViolation: the job is outside the envelope; nothing is sent.
-            SetupError: the key was used for a different job.
-            InstrumentFault: the server cannot be reached.
-        """
-        if self._book.existing(job) is not None:
-            return self._book.handle(job.job_key)
-        (await self.fetch_envelope()).require(job)
-        instance = await self._call(
+    async def start(self, entry: BookEntry) -> None:
+        """Start ``RunExperiment`` for the job; ``InstrumentFault`` when the server cannot be reached."""
+        job = entry.job
+        entry.remote = await self._call(
             lambda: self._experiment().RunExperiment(JobKey=job.job_key, Job=job.model_dump_json()),
             f"start RunExperiment for job {job.job_key!r}",
         )
-        self._book.add(job, remote=instance)
-        return self._book.handle(job.job_key)
 
-    async def status(self, handle: JobHandle) -> JobState:
-        entry = self._book.lookup(handle)
-        if entry.state not in TERMINAL_STATES:
-            await self._refresh(entry)
-        return entry.state
+    async def poll(self, entry: BookEntry) -> None:
+        """Map the command instance's SiLA execution status onto the job's state (and collect a finished one)."""
+        execution_status = _sila("sila2.framework").CommandExecutionStatus
+        instance = entry.remote
+        status = instance.status
+        if status == execution_status.running:
+            self.mark_running(entry)
+        elif status not in (None, execution_status.waiting):
+            await self._collect(entry, instance)
 
-    async def result(self, handle: JobHandle) -> LabResult:
-        """The result of a done or failed job; ``InstrumentFault`` for an unfinished, cancelled or unknown one."""
-        entry = self._book.lookup(handle)
-        if entry.state not in TERMINAL_STATES:
-            await self._refresh(entry)
-        return self._book.finished_result(handle)
+    async def stop(self, entry: BookEntry) -> None:
+        """``CancelExperiment`` for a waiting or running job."""
+        key = entry.job.job_key
+        await self._call(lambda: self._experiment().CancelExperiment(JobKey=key), f"cancel job {key!r}")
 
-    async def cancel(self, handle: JobHandle) -> None:
-        """``CancelExperiment`` for a waiting or running job; a finished job keeps its result."""
-        entry = self._book.lookup(handle)
-        if entry.state in TERMINAL_STATES:
-            return
-        await self._call(lambda: self._experiment().CancelExperiment(JobKey=handle.job_key),
-                         f"cancel job {handle.job_key!r}")
-        entry.is_cancel_requested = True
-        entry.state = "cancelled"
-
-    async def health(self) -> dict[str, Any]:
+    async def diagnose(self) -> dict[str, Any]:
         """``InstrumentStatus`` of the server; ``is_ok`` unless it says ``Down`` or cannot be reached."""
-        base = {"driver": self.name, "address": f"{self.host}:{self.port}", "n_jobs": self._book.count_states()}
+        base = {"address": f"{self.host}:{self.port}"}
         try:
             status = await self._call(lambda: self._experiment().InstrumentStatus.get(), "read InstrumentStatus")
         except InstrumentFault as exc:
@@ -165,6 +146,7 @@ class Sila2Driver:
 
     async def aclose(self) -> None:
         """Close the gRPC channel; the next call reconnects."""
+        await super().aclose()
         client, self._client = self._client, None
         if client is not None:
             await asyncio.to_thread(client.close)
@@ -201,39 +183,26 @@ class Sila2Driver:
             raise InstrumentFault(f"the SiLA server at {self.host}:{self.port} failed to {what}: "
                                   f"{type(exc).__name__}: {exc}") from exc
 
-    async def _refresh(self, entry: BookEntry) -> None:
-        execution_status = _sila("sila2.framework").CommandExecutionStatus
-        instance = entry.remote
-        status = instance.status
-        if status in (None, execution_status.waiting):
-            entry.state = "queued"
-        elif status == execution_status.running:
-            if entry.state != "running":
-                entry.state, entry.started_s = "running", self._book.now()
-        else:
-            await self._finish(entry, instance)
-
-    async def _finish(self, entry: BookEntry, instance: Any) -> None:
+    async def _collect(self, entry: BookEntry, instance: Any) -> None:
         errors_module = _sila("sila2.framework.errors.defined_execution_error")
         try:
             responses = await asyncio.wait_for(asyncio.to_thread(instance.get_responses), self.timeout_s)
         except errors_module.DefinedExecutionError as exc:
             if exc.identifier == "ExperimentCancelled":
-                entry.state = "cancelled"
+                self.mark_cancelled(entry)
             else:
-                self._book.finish(entry, reason=f"measurement failed: {exc.message}",
-                                  station_log=self._log(entry))
+                self.finish(entry, reason=f"measurement failed: {exc.message}", station_log=self._log(entry))
             return
         except Exception as exc:  # noqa: BLE001 - an undefined execution error or a lost connection fails the job
-            self._book.finish(entry, reason=f"experiment failed on the SiLA server: {type(exc).__name__}: {exc}",
-                              station_log=self._log(entry))
+            self.finish(entry, reason=f"experiment failed on the SiLA server: {type(exc).__name__}: {exc}",
+                        station_log=self._log(entry))
             return
         uncertainty = responses.Uncertainty if responses.Uncertainty >= 0 else None
-        self._book.finish(entry, value=responses.Value, uncertainty=uncertainty, station_log=self._log(entry))
+        self.finish(entry, value=responses.Value, uncertainty=uncertainty, station_log=self._log(entry))
 
     def _log(self, entry: BookEntry) -> list[tuple[str, float, float]]:
         start = entry.started_s if entry.started_s is not None else entry.submitted_s
-        return [(FEATURE, start, max(self._book.now(), start))]
+        return [(FEATURE, start, max(self.book.now(), start))]
 
     def __repr__(self) -> str:
         return f"Sila2Driver({self.host!r}, {self.port}, insecure={self.is_insecure})"

@@ -17,18 +17,25 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.planner_registry import planner_names
 from vocabulary.directions import normalised_direction
 from vocabulary.domain import SetupError
 
-__all__ = ["ARM_NAMES", "BenchConfig", "BenchError", "RungColumn", "parse_objective", "parse_rung"]
+__all__ = ["BenchConfig", "BenchError", "RungColumn", "parse_objective", "parse_rung"]
 
-ARM_NAMES = ("bo", "bo-sf", "botorch", "botorch-onehot", "cheap-first", "llm", "llm-shuffled", "random")
-"""Campaign planners (``orchestrator.policy.planners``), each run as the spec's main arm with no control: ``bo`` (with the
-ladder: surveyed rungs as cold start and calibrated prior mean), ``bo-sf`` (the same on lab results only),
-``botorch`` (BoTorch SingleTaskGP + qLogNEI on the pool's features), ``botorch-onehot`` (the same on one-hot
-categories, SMILES columns included, and scaled numbers: BoTorch as a user sets it up for a reaction grid),
-``cheap-first`` (the cheapest rung's ranking), ``llm`` (the
-embedded-model arm), ``llm-shuffled`` (the same shown shuffled lab results), ``random``."""
+
+
+def __getattr__(name: str):
+    """``ARM_NAMES``: the arms a benchmark may run, read from the planner registry when asked (``planner_names()``:
+    the built-ins, installed third-party arms, arms registered in this process). Each runs as the spec's main arm
+    with no control: ``bo`` (with the ladder: surveyed rungs as cold start and calibrated prior mean), ``bo-sf``
+    (the same on lab results only), ``botorch`` (BoTorch SingleTaskGP + qLogNEI on the pool's features),
+    ``botorch-onehot`` (the same on one-hot categories, SMILES columns included, and scaled numbers: BoTorch as a
+    user sets it up for a reaction grid), ``cheap-first`` (the cheapest rung's ranking), ``llm`` (the embedded-model
+    arm), ``llm-shuffled`` (the same shown shuffled lab results), ``random``."""
+    if name == "ARM_NAMES":
+        return planner_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 Direction = Literal["maximize", "minimize", "target"]
 
@@ -124,9 +131,10 @@ class BenchConfig(BaseModel):
     @field_validator("arms")
     @classmethod
     def _known_arms(cls, arms: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [a for a in arms if a not in ARM_NAMES]
+        known = planner_names()
+        unknown = [a for a in arms if a not in known]
         if unknown:
-            raise ValueError(f"unknown arm(s) {unknown}; choose from {','.join(ARM_NAMES)}")
+            raise ValueError(f"unknown arm(s) {unknown}; choose from {','.join(known)}")
         if len(set(arms)) != len(arms):
             raise ValueError(f"arms {list(arms)} repeat a name; list each arm once")
         return arms

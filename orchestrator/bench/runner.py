@@ -37,9 +37,9 @@ from orchestrator.bench.metrics import (
     summarise,
 )
 from orchestrator.bench.problem import BenchProblem, load_problem
+from orchestrator.loop.upcast import records
 from orchestrator.policy.planners.bo import campaign_kernel
 from orchestrator.spec import CampaignSpec, validate_spec
-from vocabulary.events import batch_records
 
 __all__ = ["RunRecord", "arm_spec", "run_arm", "run_bench", "summarise_runs", "versus_botorch"]
 
@@ -72,7 +72,7 @@ def _ladder_compute(ledger, campaign_id: str) -> tuple[int, float]:
         if event.type == "RungSurveyed":
             n, cost = n + event.payload["n_candidates"], cost + event.payload["cost_s"]
             continue
-        for kind, p in batch_records(event.type, event.payload):
+        for kind, p in records(event):
             if kind == "Simulated":
                 n, cost = n + 1, cost + p["observation"].get("cost_s", 0.0)
     return n, cost

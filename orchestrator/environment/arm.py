@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.types import interrupt
 
 from orchestrator.policy.planners import register_planner
-from orchestrator.policy.planners.base import PlanningContext
+from orchestrator.policy.planners.base import PlannerTraits, PlanningContext
 from vocabulary.domain import Proposal, candidate_from_dict
 
 __all__ = ["ARM", "EnvironmentPlanner"]
@@ -31,8 +31,9 @@ class EnvironmentPlanner:
     """Proposes whatever the policy answers; the environment reads ``context`` and ``n`` while the graph waits."""
 
     name = ARM
-    uses_surrogate = True  # the learn node fits the campaign's GP, whose mean and sd the observation shows
-    uses_ladder = False  # the policy runs rungs itself (``RunRungAction``); the screen does not climb for it
+    # the campaign's GP is fitted (the observation shows its mean and sd); no ladder: the policy runs rungs itself
+    # (``RunRungAction``), and the screen does not climb for it
+    traits = PlannerTraits(uses_surrogate=True)
 
     def __init__(self) -> None:
         self.context: PlanningContext | None = None

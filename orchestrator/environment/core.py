@@ -67,6 +67,7 @@ from orchestrator.environment.observation import (
 from orchestrator.environment.success import SuccessBar, fix_success_bar
 from orchestrator.environment.tools import EnvironmentTools
 from orchestrator.ledger import LabJobRow
+from orchestrator.loop.upcast import records_of
 from orchestrator.seeding import derive_rng
 from orchestrator.space.pool import describe
 from orchestrator.spec import CampaignSpec, load_spec, validate_spec
@@ -79,7 +80,6 @@ from vocabulary.events import (
     RewardFinalised,
     Screened,
     Simulated,
-    batch_records,
 )
 
 __all__ = ["EPISODE_FLOOR", "CampaignEnvironment", "EnvironmentState", "StepResult"]
@@ -461,7 +461,7 @@ class _EpisodeRead:
                     candidate_id=p["candidate_id"], text=self.text(p["candidate_id"]), status=p["status"],
                     value=p["value"] if p["status"] == "ok" else None))
             elif e.type in (Simulated.type, Screened.type):
-                for p in (p for kind, p in batch_records(e.type, p) if kind == Simulated.type):
+                for p in (p for kind, p in records_of(e.type, p) if kind == Simulated.type):
                     o = p["observation"]
                     self.compute_s += float(o.get("cost_s") or 0.0)
                     self.rung_results.append(RungResult(

@@ -1,6 +1,11 @@
 """``closedloop ledger verify|export|import``, ``closedloop replay`` and ``closedloop report``: the commands that read
 a campaign's recorded history, to check it, move it, replay it (exactly, or what-if) or write it up.
 
+``closedloop replay ID`` without a what-if option is an alias of ``closedloop ledger verify ID``: one check
+(``orchestrator.ledger.verify``), the same options, verdict, exit status and JSON record, printed as one line that
+says the events replayed. Only ``--planner``, ``--rubric`` or ``--model`` give ``replay`` a meaning of its own: a
+what-if campaign that re-runs the decisions (orchestrator/interfaces/DECISIONS.md, "Replay and verify").
+
 Registered by ``orchestrator.interfaces.cli``; heavy imports stay inside the commands.
 """
 
@@ -49,6 +54,13 @@ ForceOption = Annotated[bool, typer.Option("--force", help="overwrite output fil
                                                            "only; links, FIFOs and devices are always refused)")]
 
 
+def _verify_record(report) -> dict:
+    """One campaign's verify report as ``--json`` prints it, for ``ledger verify`` (a list) and ``replay`` (one)."""
+    return {"campaign_id": report.campaign_id, "identical": report.is_identical, "n_events": report.n_events,
+            "head_hash": report.head_hash, "chain_break": report.chain_break, "anchor": report.anchor,
+            "head_problems": report.head_problems, "notes": report.notes, "differences": report.differences}
+
+
 def _print_heads(report, *, verbose: bool = True) -> None:
     """A report's head problems, one line each (naming both heads), then where its head is anchored."""
     for problem in report.head_problems:
@@ -67,7 +79,7 @@ def ledger_verify(
     """Check each event against the hash chain, rebuild the projections from the events and compare, and check the
     chain against the head anchored outside the event table (and --expect-head); exit 1 if the chain breaks, stops
     short of a kept head, or anything differs. Prints each campaign's head hash: keep it outside the ledger to prove
-    later that nothing was rewritten or removed."""
+    later that nothing was rewritten or removed. `closedloop replay ID` is the same check for one campaign."""
     from orchestrator.ledger import verify
 
     expected = _checked_head(expect_head)
@@ -78,10 +90,7 @@ def ledger_verify(
              f"`closedloop ledger verify {ids[0] if ids else 'ID'} --expect-head HASH`")
     reports = [verify(ledger, cid, expect_head=expected) for cid in ids]
     if as_json:
-        emit_json([{"campaign_id": r.campaign_id, "identical": r.is_identical, "n_events": r.n_events,
-                     "head_hash": r.head_hash, "chain_break": r.chain_break, "anchor": r.anchor,
-                     "head_problems": r.head_problems, "notes": r.notes, "differences": r.differences}
-                    for r in reports])
+        emit_json([_verify_record(r) for r in reports])
     else:
         for r in reports:
             table_differences = [d for d in r.differences if d["table"] != "head"]
@@ -176,24 +185,38 @@ def replay(
     model: Annotated[str | None, typer.Option("--model", help="what-if: the llm arm's model (provider:model or .gguf)")] = None,
     out_db: Annotated[str | None, typer.Option("--out-db", help="what-if: keep its ledger here (default: a temporary file)")] = None,
     recorded_lab: Annotated[bool, typer.Option("--recorded-lab", help="what-if: reuse recorded results only, even from a simulated lab (others are unknown)")] = False,
+    expect_head: ExpectHeadOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """Exact replay (fold every event into a fresh database and prove the projections equal; exit 1 if not), or
-    with --planner/--rubric/--model a what-if replay on the recorded history, compared side by side."""
-    from orchestrator.ledger import verify
-
+    """Exact replay, an alias of `closedloop ledger verify ID`: fold every event into a fresh database, prove the
+    projections equal and the hash chain sound up to its kept head (and --expect-head); exit 1 if not. --json prints
+    the one record `ledger verify --json` lists. With --planner/--rubric/--model: a what-if campaign that re-runs the
+    decisions on the recorded history, compared side by side."""
+    is_what_if = planner is not None or rubric is not None or model is not None
+    if is_what_if and expect_head is not None:
+        fail("--expect-head checks the recorded chain, which a what-if does not: run `closedloop replay "
+             f"{campaign_id} --expect-head HASH` (or `closedloop ledger verify`) without --planner, --rubric or --model")
+    if not is_what_if and (out_db is not None or recorded_lab):
+        given = " and ".join(name for name, on in (("--out-db", out_db is not None), ("--recorded-lab", recorded_lab)) if on)
+        verb = "shape" if " and " in given else "shapes"
+        fail(f"{given} {verb} only a what-if replay: add --planner, --rubric or --model, or leave {given} out for the "
+             "exact replay")
+    expected = _checked_head(expect_head)
     ledger = ledger_with(db, campaign_id)
-    if planner is not None or rubric is not None or model is not None:
+    if is_what_if:
         _what_if(ledger, campaign_id, planner=planner, rubric=rubric, model=model, out_db=out_db,
                  recorded_lab=recorded_lab, as_json=as_json)
         return
-    report = verify(ledger, campaign_id)
+    from orchestrator.ledger import verify
+
+    report = verify(ledger, campaign_id, expect_head=expected)
     if as_json:
-        emit_json({"identical": report.is_identical, "n_events": report.n_events, "anchor": report.anchor,
-                   "head_problems": report.head_problems, "differences": report.differences})
+        emit_json(_verify_record(report))
     else:
         verdict = "[green]identical[/]" if report.is_identical else f"[red]{len(report.differences)} difference(s)[/]"
         out.print(f"{rich_safe(campaign_id)}: replayed {report.n_events} events into a fresh database: {verdict}")
+        if report.chain_break:
+            out.print(f"  [red]hash chain broken: {rich_safe(report.chain_break)}[/]", soft_wrap=True, highlight=False)
         _print_heads(report, verbose=False)
     if not report.is_identical:
         raise typer.Exit(1)

@@ -1,6 +1,7 @@
 """What the campaign believes about candidates' lab utilities, and how well each rung predicts the lab.
 
-Both are folds over the ledger, so a resumed step computes exactly what the original computed.
+Both are read from the campaign's view (folds over the ledger), so a resumed step computes exactly what the original
+computed.
 """
 
 from __future__ import annotations
@@ -8,27 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from orchestrator.loop.context import CampaignContext
-from orchestrator.loop.history import lab_history
 from orchestrator.policy.escalation import Belief, RungCalibration, calibrate_rung
-from vocabulary.events import Screened, Simulated, SurrogateUpdated, batch_records
 
 __all__ = ["lab_beliefs", "prior_rung", "proxy_values", "rung_calibrations"]
 
 
-def proxy_values(ctx: CampaignContext, rung: str, proxy: str) -> dict[str, float]:
-    """Successful proxy values of one rung, by candidate id (the first evaluation wins)."""
-    from orchestrator.loop.rung_digest import rung_digest
-
-    digest = rung_digest(ctx)
-    if digest.proxies.get(rung) == proxy:
-        return digest.values[rung]
-    values: dict[str, float] = {}  # not the rung's declared proxy: read the events
-    results = (p for event in ctx.ledger.read_events(ctx.campaign_id, [Simulated.type, Screened.type])
-               for kind, p in batch_records(event.type, event.payload) if kind == Simulated.type)
-    for p in results:
-        if p["rung"] == rung and p["observation"]["status"] == "ok" and proxy in p["observation"]["properties"]:
-            values.setdefault(p["candidate_id"], p["observation"]["properties"][proxy])
-    return values
+def proxy_values(ctx: CampaignContext, rung: str) -> dict[str, float]:
+    """Successful values of a rung's declared proxy, by candidate id (the first evaluation wins)."""
+    return ctx.view.rungs.values.get(rung, {})
 
 
 def rung_calibrations(ctx: CampaignContext) -> dict[str, RungCalibration]:
@@ -40,15 +28,13 @@ def rung_calibrations(ctx: CampaignContext) -> dict[str, RungCalibration]:
     calibrated value. The line is shrunk on the scale of the rung (over the pool when surveyed, else over its lab
     pairs; ``escalation.shrunk_calibration``), so it is the same in the lab's unit whatever unit the rung reports in.
     """
-    from orchestrator.loop.ladder_view import ladder_view
-
-    history = lab_history(ctx)
-    view = ladder_view(ctx)
+    history = ctx.view.history()
+    view = ctx.view.ladder
     out = {}
     for rung in ctx.rungs:
         if not rung.spec.proxy:
             continue
-        values = proxy_values(ctx, rung.name, rung.spec.proxy)
+        values = proxy_values(ctx, rung.name)
         pairs = [(values[cid], value) for cid, _, value, _ in history.results if cid in values]
         # The scale of the shrinkage: the rung over the pool when it was surveyed, else over its lab pairs (never
         # over this iteration's own evaluations, so a screen re-run after a crash calibrates exactly as before).
@@ -64,9 +50,8 @@ def _calibrated(ctx: CampaignContext, rung: str, pairs: list[tuple[float, float]
                 centre: float) -> RungCalibration:
     """``calibrate_rung`` of these inputs, or the calibration the last call for this rung returned when its inputs
     were the same: ``learn`` and the next iteration's ``screen`` ask with the same lab results, and the rank
-    correlation costs about a millisecond. One calibration per rung is kept, in the context's resources."""
-    memo = getattr(ctx, "resources", None)
-    memo = memo.setdefault("rung_calibrations", {}) if memo is not None else {}
+    correlation costs about a millisecond. One calibration per rung is kept, in the view."""
+    memo = ctx.view.calibration_memo
     inputs = (tuple(pairs), spread, centre)
     found = memo.get(rung)
     if found is not None and found[0] == inputs:
@@ -76,36 +61,28 @@ def _calibrated(ctx: CampaignContext, rung: str, pairs: list[tuple[float, float]
     return calibration
 
 
-def _latest_surrogate_state(ctx: CampaignContext) -> dict | None:
-    for event in reversed(ctx.ledger.events(ctx.campaign_id, types=[SurrogateUpdated.type])):
-        if event.payload["hyperparameters"]:
-            return event.payload["hyperparameters"]
-    return None
-
-
 def prior_rung(ctx: CampaignContext) -> str | None:
     """The rung the lab surrogate already uses as its prior mean (its evidence is in every belief), or None."""
-    state = _latest_surrogate_state(ctx)
+    state = ctx.view.fits.latest_state
     return ((state or {}).get("prior") or {}).get("rung")
 
 
 def lab_beliefs(ctx: CampaignContext, candidate_ids: list[str]) -> dict[str, Belief] | None:
     """Beliefs about lab utility from the lab surrogate (with its ladder prior, if it has one), or from the spread of
     lab results; None with no lab data."""
-    history = lab_history(ctx)
+    history = ctx.view.history()
     if not candidate_ids:
         return {}
     utilities = np.asarray([r[3] for r in history.results], dtype=float)
-    state = _latest_surrogate_state(ctx)
+    state = ctx.view.fits.latest_state
     if state is not None and len(history.results) >= 2:
-        from orchestrator.loop.ladder_view import ladder_view
         from orchestrator.policy.planners.bo import LabUtilityModel
         from orchestrator.policy.planners.ladder_prior import (
             prior_rows,
             surrogate_features,
         )
 
-        view = ladder_view(ctx)
+        view = ctx.view.ladder
         X = surrogate_features(ctx.pool.features, state.get("prior"), view.values if view is not None else None)
         observed = [ctx.pool.index[r[0]] for r in history.results]
         rows = [ctx.pool.index[c] for c in candidate_ids]

@@ -130,15 +130,12 @@ def _postgres_checkpointer(ledger: Ledger):
 
 def _check_planner_models(ctx: CampaignContext) -> None:
     """Refuse, before anything is dispatched, a planner model that could never answer (an unknown provider, a
-    missing or foreign .gguf file): the lab work of a campaign whose planner cannot plan would be stranded."""
-    if not any(hasattr(planner, "model") for planner in ctx.planners.values()):
-        return
-    from orchestrator.policy.planners.llm import LLMPlanner
-    from orchestrator.policy.planners.llm_models import check_chat_model
+    missing or foreign .gguf file): the lab work of a campaign whose planner cannot plan would be stranded. Each arm
+    checks itself (``Planner.check_ready``, e.g. ``LLMPlanner.check_ready``)."""
+    from orchestrator.policy.planners.base import check_planner_ready
 
     for planner in ctx.planners.values():
-        if isinstance(planner, LLMPlanner) and getattr(planner, "_chat_model", None) is None:
-            check_chat_model(planner.model)
+        check_planner_ready(planner)
 
 
 def _take_lease(ledger: Ledger, campaign_id: str, held: CampaignLease | None) -> CampaignLease | None:

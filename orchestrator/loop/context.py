@@ -1,6 +1,7 @@
-"""The runtime a campaign's nodes share: spec, pool, ledger, rungs, lab driver, rubric and planners.
+"""The runtime a campaign's nodes share: spec, pool, ledger, rungs, the lab, rubric, planners and the read model.
 
-None of this is graph state (it is not serialisable); it is rebuilt from the spec and the ledger on resume.
+None of this is graph state (it is not serialisable); it is rebuilt from the spec and the ledger on resume: the view
+(``loop.view.CampaignView``) is refolded from the ledger's start and the simulated lab replayed.
 """
 
 from __future__ import annotations
@@ -11,13 +12,21 @@ from typing import Any
 
 from orchestrator.ledger import Ledger
 from orchestrator.loop.aio import LoopThread
-from orchestrator.loop.lab_clock import replay_lab
-from orchestrator.policy.planners import Planner, make_planner
+from orchestrator.loop.compute import ComputeResources
+from orchestrator.loop.lab import Lab
+from orchestrator.loop.step_scores import StepScoreMemo
+from orchestrator.loop.view import CampaignView
+from orchestrator.policy.planners import (
+    Planner,
+    PlannerTraits,
+    make_planner,
+    planner_traits,
+)
 from orchestrator.space.pool import Pool, load_pool
 from orchestrator.spec import CampaignSpec, RungSpec
 from vocabulary.domain import SetupError
 
-__all__ = ["CampaignContext", "Rung", "build_context"]
+__all__ = ["CampaignContext", "Rung", "build_context", "simulator_oracle"]
 
 
 @dataclass
@@ -45,30 +54,47 @@ class CampaignContext:
     pool: Pool
     ledger: Ledger
     rungs: list[Rung]
-    driver: Any
+    lab: Lab
     rubric: Any
     planners: dict[str, Planner]
-    loop: LoopThread = field(default_factory=LoopThread)
+    view: CampaignView
+    """The ledger as the nodes read it, refreshed before every node (``graph``)."""
+    traits: dict[str, PlannerTraits] = field(default_factory=dict)
+    """Each arm's declared traits, read once when the campaign is built."""
+    compute: ComputeResources = field(default_factory=ComputeResources)
+    """The simulator executor and the result cache, made on first use and closed with the campaign."""
+    step_scores: StepScoreMemo | None = None
+    """The reward node's criterion scores of the open trajectories' steps."""
     max_pending: int = 1
     """Jobs the lab may hold at once (spec, else the driver's parallel capacity)."""
-    resources: dict[str, Any] = field(default_factory=dict)
-    """Things made on first use and closed with the campaign: the simulator executor and the result cache."""
 
     @property
     def seed(self) -> int:
         return self.spec.campaign.seed
 
     @property
+    def driver(self) -> Any:
+        """The lab's instrument driver (``lab.driver``)."""
+        return self.lab.driver
+
+    @property
+    def loop(self) -> LoopThread:
+        """The event-loop thread the driver's coroutines run on (``lab.loop``)."""
+        return self.lab.loop
+
+    @property
     def arms(self) -> list[str]:
         """Main arm first, then the control arm if any."""
         return [self.spec.planner.main] + ([self.spec.planner.control] if self.spec.planner.control else [])
 
+    @property
+    def uses_ladder(self) -> bool:
+        """Whether any arm of the campaign plans with the ladder (``PlannerTraits.uses_ladder``)."""
+        return any(traits.uses_ladder for traits in self.traits.values())
+
     def close(self) -> None:
-        for name in ("executor", "cache"):
-            resource = self.resources.pop(name, None)
-            if resource is not None:
-                resource.close()
-        self.loop.close()
+        self.compute.close()
+        self.lab.close()
 
 
 def _build_rungs(spec: CampaignSpec, pool: Pool) -> list[Rung]:
@@ -145,15 +171,6 @@ def simulator_oracle(spec: CampaignSpec):
     return FunctionOracle(truth, property=spec.objective.property)
 
 
-def grow_pool(ctx: CampaignContext) -> None:
-    """Open spaces: add every candidate the ledger's ``PoolExtended`` events added, in their order."""
-    from vocabulary.domain import candidate_from_dict
-    from vocabulary.events import PoolExtended
-
-    for event in ctx.ledger.events(ctx.campaign_id, types=[PoolExtended.type]):
-        ctx.pool.extend([candidate_from_dict(c) for c in event.payload["candidates"]])
-
-
 def build_context(spec: CampaignSpec, ledger: Ledger, campaign_id: str) -> CampaignContext:
     """Everything the nodes need, rebuilt from the spec and the ledger (so it also serves a resume)."""
     from rewards import load_rubric
@@ -165,20 +182,28 @@ def build_context(spec: CampaignSpec, ledger: Ledger, campaign_id: str) -> Campa
     if rubric_ref.endswith(".toml"):
         rubric_ref = str(spec.resolve(rubric_ref))
     planners = {arm: make_planner(arm, spec) for arm in (spec.planner.main, spec.planner.control) if arm}
+    rungs = _build_rungs(spec, pool)
+    lab = Lab(_build_driver(spec, pool), wait=spec.lab.wait)
+    rubric = load_rubric(rubric_ref)
     ctx = CampaignContext(
         campaign_id=campaign_id,
         spec=spec,
         pool=pool,
         ledger=ledger,
-        rungs=_build_rungs(spec, pool),
-        driver=_build_driver(spec, pool),
-        rubric=load_rubric(rubric_ref),
+        rungs=rungs,
+        lab=lab,
+        rubric=rubric,
         planners=planners,
+        view=CampaignView(ledger, campaign_id, spec, pool, rungs),
+        traits={arm: planner_traits(planner) for arm, planner in planners.items()},
+        step_scores=StepScoreMemo(rubric),
     )
-    capabilities = ctx.loop.run(ctx.driver.capabilities())
+    capabilities = lab.capabilities()
     parallel = capabilities.get("max_parallel_jobs") or sum(capabilities.get("stations", {}).values())
     ctx.max_pending = spec.lab.max_pending or int(parallel) or spec.planner.batch_size
-    if spec.space.generate:
-        grow_pool(ctx)
-    replay_lab(ctx)
+    ctx.view.refresh()  # an open space's pool grows back here, before the lab replays its jobs
+    if lab.is_simulated:
+        from orchestrator.loop.jobs import make_job
+
+        lab.replay(ctx.ledger.events(campaign_id, types=["Dispatched", "Observed"]), lambda key: make_job(ctx, key))
     return ctx

@@ -16,13 +16,15 @@ def _after_decide(state: CampaignState) -> str:
 
 
 def _stamped(node, ctx: CampaignContext):
-    """``node`` whose state update also carries the ledger head it leaves behind (``CampaignState.ledger_seq``), so a
-    checkpoint says how much of the ledger it has seen (``orchestrator.loop.position``)."""
+    """``node`` run on a freshly refreshed view of the ledger (``ctx.view``: the one read of the step), whose state
+    update also carries the ledger head it leaves behind (``CampaignState.ledger_seq``), so a checkpoint says how much
+    of the ledger it has seen (``orchestrator.loop.position``)."""
     def run(state: CampaignState) -> CampaignState:
+        ctx.view.refresh()
         update = node(state, ctx=ctx) or {}
         return {**update, "ledger_seq": ctx.ledger.head_seq(ctx.campaign_id)}
 
-    run.__name__ = getattr(node, "__name__", "node")
+    run.__name__ = node.__name__
     return run
 
 

@@ -18,41 +18,18 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from orchestrator.loop.context import CampaignContext, Rung
+from orchestrator.loop.view import LadderView
 from vocabulary.events import RungSurveyed
 
 __all__ = ["LadderView", "ladder_view", "survey_items", "uses_ladder"]
 
 
-@dataclass(frozen=True)
-class LadderView:
-    """Surveyed proxy rungs: rung name -> proxy value per pool row (NaN where it failed), cheapest rung first."""
-
-    values: dict[str, np.ndarray]
-    cost_s: dict[str, float]
-    """Mean cost of one evaluation of each rung, seconds."""
-
-    @property
-    def cheapest(self) -> str | None:
-        return next(iter(self.values), None)
-
-    @property
-    def dearest(self) -> str | None:
-        """The surveyed rung of highest fidelity, by the ladder's premise that a dearer rung is the truer one: what to
-        trust before the lab has said which rung tracks it."""
-        return next(reversed(self.values), None)
-
-    def n_known(self, rung: str) -> int:
-        return int(np.isfinite(self.values[rung]).sum())
-
-
 def uses_ladder(ctx: CampaignContext) -> bool:
-    """Whether any arm of the campaign plans with the ladder (``planner.uses_ladder``)."""
-    return any(getattr(planner, "uses_ladder", False) for planner in ctx.planners.values())
+    """Whether any arm of the campaign plans with the ladder (its declared ``PlannerTraits.uses_ladder``)."""
+    return ctx.uses_ladder
 
 
 def _proxy_rungs(ctx: CampaignContext) -> list[tuple[Rung, float]]:
@@ -80,7 +57,7 @@ def survey_items(ctx: CampaignContext, iteration: int) -> list[tuple[RungSurveye
 
     if ctx.spec.space.generate or not uses_ladder(ctx):
         return []
-    done = {e.payload["rung"]: e.payload["cost_s"] for e in ctx.ledger.events(ctx.campaign_id, types=[RungSurveyed.type])}
+    done = ctx.view.rungs.surveyed_cost_s
     budget = ctx.spec.budget.compute_seconds
     allowance = None if budget is None else ctx.spec.screening.survey_share * budget - sum(done.values())
     items = []
@@ -108,28 +85,5 @@ def survey_items(ctx: CampaignContext, iteration: int) -> list[tuple[RungSurveye
 
 
 def ladder_view(ctx: CampaignContext) -> LadderView | None:
-    """The surveyed rungs as pool-aligned arrays (kept in the context; surveys happen once); None without any."""
-    cached = ctx.resources.get("ladder_view")
-    if cached is not None and cached[0] == len(ctx.pool):
-        return cached[1]
-    events = ctx.ledger.events(ctx.campaign_id, types=[RungSurveyed.type])
-    if not events:
-        return None
-    by_name = {r.name: r for r in ctx.rungs}
-    values: dict[str, np.ndarray] = {}
-    cost_s: dict[str, float] = {}
-    for event in sorted(events, key=lambda e: e.payload["cost_s"] / max(e.payload["n_candidates"], 1)):
-        p = event.payload
-        rung = by_name.get(p["rung"])
-        if rung is None:
-            continue
-        if rung.spec.simulator == "table":
-            column = ctx.pool.columns.get(rung.spec.column)
-            row = np.full(len(ctx.pool), np.nan) if column is None else np.asarray(column, dtype=float)[: len(ctx.pool)]
-        else:
-            row = np.asarray([np.nan if p["values"].get(cid) is None else p["values"][cid] for cid in ctx.pool.ids])
-        values[p["rung"]] = row
-        cost_s[p["rung"]] = p["cost_s"] / max(p["n_candidates"], 1)
-    view = LadderView(values=values, cost_s=cost_s)
-    ctx.resources["ladder_view"] = (len(ctx.pool), view)
-    return view
+    """The surveyed rungs as pool-aligned arrays (``CampaignView.ladder``); None without any."""
+    return ctx.view.ladder

@@ -33,7 +33,6 @@ from datetime import UTC
 from typing import Any
 
 from orchestrator.loop.context import CampaignContext
-from orchestrator.loop.history import lab_history
 from orchestrator.loop.jobs import parse_job_key
 from orchestrator.loop.nodes.decide import verdict
 from orchestrator.loop.nodes.plan import lab_slots, slots_after_conflicts
@@ -182,7 +181,7 @@ def ledger_position(ctx: CampaignContext) -> LedgerPosition | None:
                         "retries": [k for e, s in steps if s == ("approve", iteration - 1)
                                     and e.type == "ApprovalRequested" for k in e.payload["job_keys"]
                                     if parse_job_key(cid, k)[1] > 1]}
-            plans = verdict(previous, planned_on, lab_history(planned_on))[1] != "observe"
+            plans = verdict(previous, planned_on, planned_on.view.history())[1] != "observe"
         if not plans and iteration > 0:  # draining the lab: decide sent the loop to observe with everything reset
             as_node = "decide" if node == "observe" else ITERATION_NODES[ITERATION_NODES.index(node) - 1]
             return LedgerPosition(node, as_node, {**base, **resets, "next_node": "observe"})
@@ -237,4 +236,8 @@ def _ledger_before(ctx: CampaignContext, events: list[Event]) -> CampaignContext
     budget = budgets[-1] if budgets else started[0] if started else spec.budget.lab_experiments
     if budget != spec.budget.lab_experiments:
         spec = spec.model_copy(update={"budget": spec.budget.model_copy(update={"lab_experiments": budget})})
-    return dataclasses.replace(ctx, ledger=scratch, spec=spec, resources={})
+    from orchestrator.loop.view import CampaignView
+
+    view = CampaignView(scratch, ctx.campaign_id, spec, ctx.pool, ctx.rungs)
+    view.refresh()
+    return dataclasses.replace(ctx, ledger=scratch, spec=spec, view=view)

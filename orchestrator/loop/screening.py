@@ -17,24 +17,14 @@ from vocabulary.domain import Observation
 __all__ = ["run_rung"]
 
 
-def _cache(ctx: CampaignContext):
-    if ctx.resources.get("cache") is None:
-        from simulators.cache import SimulationCache
-
-        ctx.resources["cache"] = SimulationCache(ctx.ledger.engine)
-    return ctx.resources["cache"]
-
-
 def _executor(ctx: CampaignContext, rung: Rung, candidates: Sequence):
-    from simulators import SerialExecutor, make_executor
+    from simulators import SerialExecutor
 
     screening = ctx.spec.screening
     costs = [rung.simulator.cost_model(c) for c in candidates]
     if screening.executor == "serial" or max(costs, default=0.0) < screening.cheap_s:
         return SerialExecutor()
-    if ctx.resources.get("executor") is None:
-        ctx.resources["executor"] = make_executor(screening.executor)
-    return ctx.resources["executor"]
+    return ctx.compute.executor_for(screening.executor)
 
 
 def run_rung(ctx: CampaignContext, rung: Rung, candidates: Sequence) -> list[Observation]:
@@ -43,8 +33,8 @@ def run_rung(ctx: CampaignContext, rung: Rung, candidates: Sequence) -> list[Obs
 
     if not candidates:
         return []
-    results = evaluate_rung(rung.simulator, list(candidates), cache=_cache(ctx),
+    results = evaluate_rung(rung.simulator, list(candidates), cache=ctx.compute.cache_for(ctx.ledger.engine),
                             executor=_executor(ctx, rung, candidates), timeout_s=ctx.spec.screening.timeout_s)
     # A cached observation carries the cost model's charge from when it was computed (same version, same model).
-    ctx.resources["n_cache_hits"] = ctx.resources.get("n_cache_hits", 0) + sum(is_cached for _, is_cached in results)
+    ctx.compute.n_cache_hits += sum(is_cached for _, is_cached in results)
     return [observation for observation, _ in results]

@@ -14,6 +14,7 @@ import numpy as np
 from orchestrator.ledger import Ledger
 from orchestrator.loop.lab_clock import lab_time_s
 from orchestrator.loop.resume_policy import recorded_spec
+from orchestrator.loop.upcast import records
 from orchestrator.policy.planner_stats import planner_stats
 from orchestrator.seeding import derive_rng, derive_seed
 from orchestrator.spec import ObjectiveSpec
@@ -23,7 +24,6 @@ from vocabulary.events import (
     Screened,
     Simulated,
     SurrogateUpdated,
-    batch_records,
 )
 
 __all__ = ["arm_comparison", "comparison_ceiling", "comparison_sentence", "measured_order", "summarise"]
@@ -256,7 +256,7 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     best = max(results, key=lambda r: r[3], default=None)
     compute_s = sum(p["observation"].get("cost_s", 0.0)
                     for e in ledger.events(campaign_id, types=[Simulated.type, Screened.type])
-                    for kind, p in batch_records(e.type, e.payload) if kind == Simulated.type)
+                    for kind, p in records(e) if kind == Simulated.type)
     compute_s += sum(e.payload["cost_s"] for e in ledger.events(campaign_id, types=[RungSurveyed.type]))
     clock_s = lab_time_s(ledger, campaign_id)
     return {

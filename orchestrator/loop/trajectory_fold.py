@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.loop.upcast import records
 from orchestrator.policy.escalation import calibrate_rung
 from orchestrator.policy.success_bar import (
     SuccessBar,
@@ -29,7 +30,7 @@ from orchestrator.policy.success_bar import (
     legacy_threshold,
 )
 from orchestrator.spec import CampaignSpec
-from vocabulary.events import Event, batch_records
+from vocabulary.events import Event
 
 __all__ = ["Outlook", "StoredRecord", "Trajectory", "TrajectoryFold", "event_iteration"]
 
@@ -179,7 +180,7 @@ class TrajectoryFold:
         self._fold_rung_result(event.payload)
 
     def _on_Screened(self, event: Event) -> None:
-        for kind, p in batch_records(event.type, event.payload):
+        for kind, p in records(event):
             if kind == "Simulated":
                 self._fold_rung_result(p)
 

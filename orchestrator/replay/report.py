@@ -26,6 +26,7 @@ from sqlalchemy.engine import make_url
 from orchestrator.ledger import Ledger, LedgerError
 from orchestrator.ledger.outputs import check_output_path, output_dir, output_file
 from orchestrator.loop.resume_policy import recorded_spec
+from orchestrator.loop.upcast import records
 from orchestrator.spec import CampaignSpec
 from vocabulary.events import (
     CampaignStarted,
@@ -34,7 +35,6 @@ from vocabulary.events import (
     Proposed,
     Screened,
     Simulated,
-    batch_records,
 )
 
 __all__ = [
@@ -118,7 +118,7 @@ def ladder_funnel(ledger: Ledger, campaign_id: str, rungs: list[str]) -> list[tu
         arm_of.setdefault(event.payload["candidate_id"], event.payload["arm"])
     reached: dict[str, set[str]] = {rung: set() for rung in rungs}
     for event in ledger.events(campaign_id, types=[Simulated.type, Screened.type]):
-        for kind, p in batch_records(event.type, event.payload):
+        for kind, p in records(event):
             if kind == Simulated.type:
                 reached.setdefault(p["rung"], set()).add(p["candidate_id"])
     dispatched = {

@@ -18,7 +18,7 @@ import statistics
 from collections import defaultdict
 
 from orchestrator.ledger import Ledger
-from vocabulary.events import batch_records
+from orchestrator.loop.upcast import records
 
 __all__ = ["insert_rewards_section", "rewards_section", "rung_validity_rows"]
 
@@ -30,7 +30,7 @@ def _fmt(value, digits: int = 3) -> str:
 def rung_validity_rows(ledger: Ledger, campaign_id: str) -> list[dict]:
     """Per iteration and proxy rung: pairs, Spearman ρ, AUROC, the process weight and what set it, the base rate."""
     events = ledger.events(campaign_id, types=["RungValidated", "RungsValidated"])
-    return [p for e in events for _, p in batch_records(e.type, e.payload)]
+    return [p for e in events for _, p in records(e)]
 
 
 def _reward_rows(ledger: Ledger, campaign_id: str) -> list[tuple[str, int, int, float, float, float]]:

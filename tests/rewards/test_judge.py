@@ -1,4 +1,5 @@
-"""The llm_judge scorer: reason before verdict, parse failures are errors, canaries never reach the model."""
+"""The llm_judge scorer: reason before verdict, parse failures are errors, canaries never reach the model, and each
+scoring pass's ``JudgeRecorder`` answers and records its own calls (two campaigns' threads never mix them)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from rewards import judge
 from rewards.context import StepContext
 from rewards.errors import ScoringError
-from rewards.judge import JudgeParseError, llm_judge, parse_verdict, use_judge_model
+from rewards.judge import (
+    JudgeParseError,
+    JudgeRecorder,
+    llm_judge,
+    parse_verdict,
+    use_judge_model,
+)
 from rewards.rubric import load_rubric
 
 
@@ -25,8 +32,7 @@ def proposal(rationale: str) -> StepContext:
 
 @pytest.fixture
 def scripted(monkeypatch):
-    """Register a scripted judge; returns a function setting its replies. The answer cache is private."""
-    monkeypatch.setattr(judge, "_ANSWERS", {})
+    """Register a scripted judge; returns a function setting its replies. The model registry is private."""
     monkeypatch.setattr(judge, "_MODELS", {})
 
     def script(*replies: str) -> FakeListChatModel:
@@ -77,11 +83,14 @@ def test_the_reason_comes_before_the_verdict_in_the_schema_and_the_prompt():
     assert "The statement." in user[1] and "-11.8" in user[1]
 
 
-def test_answers_are_cached_per_model_and_prompt(scripted):
+def test_a_recorder_asks_the_same_prompt_once(scripted):
     scripted(json.dumps({"reason": "specific", "verdict": "yes"}), json.dumps({"reason": "vague", "verdict": "no"}))
     context = proposal("The cheap rung predicts -11.8 kcal/mol, inside the window.")
-    first, again = llm_judge(context, criterion=_Criterion()), llm_judge(context, criterion=_Criterion())
+    recorder = JudgeRecorder()
+    first = llm_judge(context, criterion=_Criterion(), recorder=recorder)
+    again = llm_judge(context, criterion=_Criterion(), recorder=recorder)
     assert first.value == again.value == 1.0  # asked once: a second call would have answered "no"
+    assert len(recorder.calls) == 1
 
 
 def test_without_a_loader_an_unknown_model_is_a_setup_error(scripted, monkeypatch):
@@ -102,7 +111,6 @@ def test_the_embedded_model_judges_with_a_parsable_verdict(monkeypatch):
     pytest.importorskip("llama_cpp")
     from orchestrator.loop.nodes.reward import _install_judge_loader
 
-    monkeypatch.setattr(judge, "_ANSWERS", {})
     _install_judge_loader()
 
     class Embedded(_Criterion):
@@ -113,17 +121,28 @@ def test_the_embedded_model_judges_with_a_parsable_verdict(monkeypatch):
     assert score.value in (-1.0, 1.0) and score.reason.startswith("judge: ")
 
 
-def test_recording_answers_known_calls_without_the_model_and_collects_new_ones(scripted):
+def test_a_recorder_answers_known_calls_without_the_model_and_collects_new_ones(scripted):
     scripted(json.dumps({"reason": "specific", "verdict": "yes"}))
     first = proposal("The cheap rung predicts -11.8 kcal/mol, inside the window.")
-    with judge.recording({}) as calls:
-        assert llm_judge(first, criterion=_Criterion()).value == 1.0
-        llm_judge(first, criterion=_Criterion())  # the same prompt again: one call
-    [call] = calls
+    recorder = JudgeRecorder({})
+    assert llm_judge(first, criterion=_Criterion(), recorder=recorder).value == 1.0
+    llm_judge(first, criterion=_Criterion(), recorder=recorder)  # the same prompt again: one call
+    [call] = recorder.calls
     assert call["key"].startswith("judge:scripted:") and call["messages"][0]["role"] == "system"
+    assert set(call) == {"key", "model", "messages", "response", "latency_s"} and call["latency_s"] >= 0
     scripted()  # a model with no replies: any call would fail
-    judge._ANSWERS.clear()
-    known = {call["key"]: json.dumps({"reason": "recorded", "verdict": "no"})}
-    with judge.recording(known) as again:
-        score = llm_judge(first, criterion=_Criterion())
-    assert (score.value, score.reason, again) == (-1.0, "judge: recorded", [])
+    again = JudgeRecorder({call["key"]: json.dumps({"reason": "recorded", "verdict": "no"})})
+    score = llm_judge(first, criterion=_Criterion(), recorder=again)
+    assert (score.value, score.reason, again.calls) == (-1.0, "judge: recorded", [])
+
+
+def test_the_rubric_hands_its_recorder_to_the_judge(scripted):
+    """``Rubric.score(..., recorder=)`` reaches the judged rubric's llm_judge criterion; the call lands there."""
+    model = scripted(json.dumps({"reason": "it cites the rung", "verdict": "yes"}))
+    use_judge_model("embedded", model)
+    recorder = JudgeRecorder()
+    scores = load_rubric("judged").score(proposal("The cheap rung predicts -11.8 kcal/mol, inside the window."),
+                                         recorder=recorder)
+    assert [s.value for s in scores if s.criterion_id == "rationale_is_specific"] == [1.0]
+    [call] = recorder.calls
+    assert call["key"].startswith("judge:embedded:") and call["response"] == model.responses[0]

@@ -93,7 +93,6 @@ def test_the_margin_interval_is_a_t_interval_and_needs_two_seeds():
 
 def test_a_gullible_judge_cannot_be_fooled_by_canaries(tmp_path, monkeypatch):
     """The judged rubric with a judge that says yes to everything: canaries are scored before it sees them."""
-    monkeypatch.setattr(judge, "_ANSWERS", {})
     yes = json.dumps({"reason": "looks fine", "verdict": "yes"})
     monkeypatch.setattr(judge, "_MODELS", {"embedded": FakeListChatModel(responses=[yes])})
     judged = run_redteam("judged", policies=["canary_colon", "canary_thought", "length_padding"],
@@ -111,7 +110,6 @@ def test_a_gullible_judge_cannot_be_fooled_by_canaries(tmp_path, monkeypatch):
     events = ledger.events(honest.campaign_id)
     calls = [e.payload for e in events if e.type == "LLMCall"]
     assert calls and all(c["key"].startswith("judge:embedded:") for c in calls)
-    monkeypatch.setattr(judge, "_ANSWERS", {})
     monkeypatch.setattr(judge, "_MODELS", {"embedded": FakeListChatModel(responses=["not JSON: must not be asked"])})
     spec = validate_spec(events[0].payload["spec"])
     recomputed = recompute_rewards(events, spec, load_rubric("judged"))

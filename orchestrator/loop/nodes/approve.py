@@ -63,8 +63,7 @@ def _record_denials(ctx: CampaignContext, iteration: int, denied: list[str], app
     if not denied:
         return []
     # every retry ever decided (not only pending ones), so a re-run after the denial was recorded sees the same
-    retries = {e.payload["retry_key"]: e.typed() for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])
-               if e.payload["action"] == "retry"}
+    retries = ctx.view.failures.retries
     items = []
     for key in denied:
         candidate_id, attempt = parse_job_key(ctx.campaign_id, key)

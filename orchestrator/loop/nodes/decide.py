@@ -8,18 +8,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from orchestrator.ledger import LabJobRow
 from orchestrator.loop.context import CampaignContext
-from orchestrator.loop.history import (
-    LabHistory,
-    is_open_job,
-    lab_history,
-    pending_retries,
-)
 from orchestrator.loop.jobs import parse_job_key
-from orchestrator.loop.lab_clock import lab_now
 from orchestrator.loop.ruled_out import failed_for_good
 from orchestrator.loop.state import CampaignState
+from orchestrator.loop.view import LabHistory
 from vocabulary.events import CampaignStopped, FailureHandled, Observed
 
 __all__ = ["decide", "is_failure_stop", "stop_reason", "verdict"]
@@ -53,10 +46,9 @@ def _unhealthy(ctx: CampaignContext, history: LabHistory) -> str | None:
 def stop_reason(ctx: CampaignContext, iteration: int, history: LabHistory) -> tuple[str | None, bool]:
     """(why to stop, whether to stop at once even with jobs still in the lab) — or (None, False) to continue."""
     spec = ctx.spec
-    aborts = [e.payload for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])
-              if e.payload["action"] == "abort"]
+    aborts = ctx.view.failures.aborts
     if aborts:
-        return f"{_ABORTED} {aborts[0]['job_key']} failed: {aborts[0]['reason']}", True
+        return f"{_ABORTED} {aborts[0].job_key} failed: {aborts[0].reason}", True
     unhealthy = _unhealthy(ctx, history)
     if unhealthy:
         return unhealthy, False  # dispatch nothing more, but collect what is already in the lab
@@ -71,7 +63,7 @@ def stop_reason(ctx: CampaignContext, iteration: int, history: LabHistory) -> tu
         return f"lab time used: {clock_s / 3600:.1f} of {spec.budget.lab_hours} h", False
     if spec.stop.max_iterations is not None and iteration + 1 >= spec.stop.max_iterations:
         return f"iteration limit reached: {spec.stop.max_iterations}", False
-    if len(history.tested) >= len(ctx.pool) and not pending_retries(ctx):
+    if len(history.tested) >= len(ctx.pool) and not ctx.view.pending_retries():
         return "design space exhausted: every candidate has been tested", False
     stalled = _stalled(ctx, iteration, history)
     if stalled:
@@ -100,14 +92,15 @@ def _cancel_open_jobs(ctx: CampaignContext, iteration: int, reason: str) -> list
     from orchestrator.loop.jobs import make_job
 
     items = []
-    for job in sorted(ctx.ledger.rows(LabJobRow, ctx.campaign_id, keep=is_open_job), key=lambda j: j.dispatched_seq):
-        handle = ctx.loop.run(ctx.driver.submit(make_job(ctx, job.job_key)))  # idempotent: the same handle
-        ctx.loop.run(ctx.driver.cancel(handle))
+    lab = ctx.lab
+    for job in ctx.view.lab.open_jobs():
+        handle = lab.submit(make_job(ctx, job.job_key))  # idempotent: the same handle
+        lab.cancel(handle)
         why = f"cancelled: the campaign stopped ({reason})"
         _, attempt = parse_job_key(ctx.campaign_id, job.job_key)
         items.append((Observed(iteration=job.iteration, job_key=job.job_key, candidate_id=job.candidate_id, arm=job.arm,
-                               value=None, status="failed", reason=why, sim_time_s=lab_now(ctx), provenance="lab",
-                               driver=ctx.driver.name, observe_iteration=iteration), f"observed:{job.job_key}"))
+                               value=None, status="failed", reason=why, sim_time_s=lab.now(ctx.view.started_at),
+                               provenance="lab", driver=lab.name, observe_iteration=iteration), f"observed:{job.job_key}"))
         items.append((FailureHandled(iteration=iteration, job_key=job.job_key, candidate_id=job.candidate_id,
                                      arm=job.arm, action="skip", reason=why, decided_by="orchestrator",
                                      attempt=attempt), f"handled:{job.job_key}"))
@@ -119,7 +112,7 @@ def verdict(state: CampaignState, ctx: CampaignContext, history: LabHistory) -> 
     lab: collect every result before stopping) or ``end``. Reads the ledger, writes nothing."""
     reason, is_immediate = stop_reason(ctx, state["iteration"], history)
     nothing_new = not state.get("proposed") and not state.get("retries")
-    if reason is None and nothing_new and not history.pending and not pending_retries(ctx):
+    if reason is None and nothing_new and not history.pending and not ctx.view.pending_retries():
         reason = "no proposals left: the planners found nothing untested to propose"
         if n_ruled_out := len(failed_for_good(ctx) - set(history.tested)):
             reason += (f" ({n_ruled_out} untested candidate(s) are left out because a rung failed on them or has no "
@@ -131,20 +124,20 @@ def verdict(state: CampaignState, ctx: CampaignContext, history: LabHistory) -> 
 
 def decide(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
-    history = lab_history(ctx)
+    history = ctx.view.history()
     reason, following = verdict(state, ctx, history)
     next_state = {"iteration": iteration + 1, "proposed": [], "valid": [], "promoted": [], "job_keys": [],
                   "slots": {}, "retries": []}
     if following != "end":
         return {**next_state, "next_node": following}
     items = _cancel_open_jobs(ctx, iteration, reason) if history.pending else []
-    for retry in pending_retries(ctx):
+    for retry in ctx.view.pending_retries():
         candidate_id, attempt = parse_job_key(ctx.campaign_id, retry.retry_key)
         items.append((FailureHandled(iteration=iteration, job_key=retry.retry_key, candidate_id=candidate_id,
                                      arm=retry.arm, action="skip", reason=f"not retried: the campaign stopped ({reason})",
                                      decided_by="orchestrator", attempt=attempt), f"handled:{retry.retry_key}"))
     best = history.best
-    n_lab = ctx.ledger.count_events(ctx.campaign_id, Observed.type)
+    n_lab = ctx.view.lab.n_observed
     items.append((CampaignStopped(reason=reason, n_lab=n_lab, best_candidate_id=best[0] if best else None,
                                   best_value=best[2] if best else None), "stopped"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="orchestrator")

@@ -19,7 +19,6 @@ import numpy as np
 
 from orchestrator.loop.beliefs import rung_calibrations
 from orchestrator.loop.context import CampaignContext
-from orchestrator.loop.history import lab_history
 from orchestrator.loop.state import CampaignState
 from orchestrator.loop.summary import arm_comparison, comparison_ceiling
 from orchestrator.policy.planners import campaign_kernel, campaign_surrogate_state
@@ -59,14 +58,14 @@ def is_refit_due(n_train: int, last_fit_n: int | None, batch_size: int) -> bool:
 
 def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
-    history = lab_history(ctx)
-    previous = ctx.ledger.events(ctx.campaign_id, types=[SurrogateUpdated.type])
-    if previous and previous[-1].payload["n_train"] == len(history.results):
+    history = ctx.view.history()
+    previous = ctx.view.fits.updates
+    if previous and previous[-1]["n_train"] == len(history.results):
         return {}  # no new lab result since the last fit
     best = history.best
     hyperparameters: dict = {}
     model = "none"
-    fitted = [e.payload for e in previous if e.payload["hyperparameters"] and "refit" in e.payload["model"]]
+    fitted = [p for p in previous if p["hyperparameters"] and "refit" in p["model"]]
     n_train = len(history.results)
     rows = np.asarray([ctx.pool.index[r[0]] for r in history.results], dtype=int)
     values = np.asarray([r[2] for r in history.results], dtype=float)
@@ -135,14 +134,13 @@ def _fits_surrogate(ctx: CampaignContext) -> bool:
     arms = [planner_spec.main]
     if planner_spec.control is not None and planner_spec.control_share > 0:
         arms.append(planner_spec.control)
-    return any(getattr(ctx.planners.get(arm), "uses_surrogate", False) for arm in arms)
+    return any(ctx.traits[arm].uses_surrogate for arm in arms if arm in ctx.traits)
 
 
 def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
     """(prior, its mean at the training rows, the GP's inputs per pool row) when the main arm plans with the ladder
     and a rung was surveyed (``planners.ladder_prior``): a ``mean`` prior has no extra input (None), a ``feature``
     prior no mean (None); (None, None, None) without a prior."""
-    from orchestrator.loop.ladder_view import ladder_view
     from orchestrator.policy.planners.bo import surrogate_fits_values
     from orchestrator.policy.planners.ladder_prior import (
         choose_prior,
@@ -151,8 +149,8 @@ def _ladder_prior(ctx: CampaignContext, rows: np.ndarray, values: np.ndarray):
         surrogate_features,
     )
 
-    view = ladder_view(ctx)
-    if view is None or not getattr(ctx.planners[ctx.spec.planner.main], "uses_ladder", False):
+    view = ctx.view.ladder
+    if view is None or not ctx.traits[ctx.spec.planner.main].uses_ladder:
         return None, None, None
     kernel = campaign_kernel(ctx.spec, ctx.pool)
     prior = choose_prior(view.values, rows, values, ctx.spec, form=prior_form(kernel, ctx.pool.features))

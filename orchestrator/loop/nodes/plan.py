@@ -15,8 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from orchestrator.loop.context import CampaignContext
-from orchestrator.loop.history import lab_history, pending_retries
-from orchestrator.loop.ladder_view import ladder_view
 from orchestrator.loop.llm_calls import LedgerLLMRecorder
 from orchestrator.loop.ruled_out import failed_for_good
 from orchestrator.loop.state import CampaignState
@@ -26,8 +24,6 @@ from vocabulary.events import (
     ConflictSettled,
     PoolExtended,
     Proposed,
-    Rejected,
-    SurrogateUpdated,
 )
 
 __all__ = ["allocate_slots", "lab_slots", "plan", "settle_conflicts", "slots_after_conflicts"]
@@ -62,33 +58,15 @@ def settle_conflicts(seed: int, iteration: int, wanted: dict[str, list[str]]) ->
             for cid, arms in claimants.items() if len(arms) > 1}
 
 
-def _latest_surrogate_state(ctx: CampaignContext) -> dict | None:
-    events = ctx.ledger.events(ctx.campaign_id, types=[SurrogateUpdated.type])
-    for event in reversed(events):
-        if event.payload["hyperparameters"]:
-            return event.payload["hyperparameters"]
-    return None
-
-
 def _rejected_for_good(ctx: CampaignContext) -> set[str]:
     """Candidates validation rejected as invalid or out of space (not mere duplicates); never proposed again."""
-    events = ctx.ledger.events(ctx.campaign_id, types=[Rejected.type])
-    return {e.payload["candidate_id"] for e in events if e.payload["candidate_id"] and "duplicate" not in e.payload["reason"]}
+    return ctx.view.proposals.rejected_for_good
 
 
 def _provenance(ctx: CampaignContext, history) -> tuple[tuple[str, int, str], ...]:
     """Per lab result (``history.results`` order): (arm, dispatch seq, source), source ``"anchor"`` or
-    ``"fallback"`` as its ``Proposed`` record says, else ``"pick"``. Folded incrementally from the ledger."""
-    resources = getattr(ctx, "resources", None)
-    seen, sources = (resources.get("pick_sources") if resources is not None else None) or (0, {})
-    head = ctx.ledger.head_seq(ctx.campaign_id)
-    if head > seen:
-        for event in ctx.ledger.events(ctx.campaign_id, after_seq=seen):
-            if event.type == Proposed.type and (event.payload.get("is_anchor") or event.payload.get("is_fallback")):
-                key = (event.payload["arm"], event.payload["candidate_id"])
-                sources[key] = "anchor" if event.payload.get("is_anchor") else "fallback"
-        if resources is not None:
-            resources["pick_sources"] = (head, sources)
+    ``"fallback"`` as its ``Proposed`` record says, else ``"pick"``."""
+    sources = ctx.view.proposals.sources
     return tuple((arm, seq, sources.get((arm, cid), "pick"))
                  for (cid, arm, _, _), seq in zip(history.results, history.dispatched_seqs, strict=True))
 
@@ -128,10 +106,10 @@ def lab_slots(ctx: CampaignContext) -> tuple[list[str], dict[str, int]]:
     """This iteration's retries (job keys, oldest first) and lab slots per arm, sized to the lab's free capacity and
     the budget left; the slots are before the conflicts are settled (``slots_after_conflicts``)."""
     spec = ctx.spec
-    history = lab_history(ctx)
+    history = ctx.view.history()
     free = ctx.max_pending - len(history.pending)
     n_free = max(min(spec.planner.batch_size, free, spec.budget.lab_experiments - history.n_dispatched), 0)
-    retries = [r.retry_key for r in pending_retries(ctx)][:n_free]
+    retries = [r.retry_key for r in ctx.view.pending_retries()][:n_free]
     n_slots = n_free - len(retries)
     control = spec.planner.control
     n_control = allocate_slots(history.n_dispatched, history.n_by_arm.get(control, 0), n_slots, spec.planner.control_share) if control else 0
@@ -152,7 +130,7 @@ def slots_after_conflicts(n_slots: int, n_proposed: int, n_lost: int) -> int:
 def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
     spec, pool = ctx.spec, ctx.pool
-    history = lab_history(ctx)
+    history = ctx.view.history()
     retries, slots = lab_slots(ctx)
     n_slots = sum(slots.values())
 
@@ -170,7 +148,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     utilities = np.asarray([r[3] for r in history.results], dtype=float)
     values = np.asarray([r[2] for r in history.results], dtype=float)
     pending = np.asarray([pool.index[cid] for cid in history.pending], dtype=int)
-    surrogate_state = _latest_surrogate_state(ctx)
+    surrogate_state = ctx.view.fits.latest_state
     has_proxy = any(r.spec.proxy for r in ctx.rungs)
 
     # One state for every arm: the same available set (neither plans from the other's leftovers), and the same number
@@ -186,10 +164,10 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         pending=pending,
         surrogate_state=surrogate_state,
         seed=ctx.seed,
-        recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration),
-        ladder=ladder_view(ctx),
+        recorder=LedgerLLMRecorder(ctx.ledger, ctx.campaign_id, iteration, known=ctx.view.calls.by_key),
+        ladder=ctx.view.ladder,
         proposals_per_slot=spec.planner.proposals_per_slot if has_proxy else 1,
-        provenance=(_provenance(ctx, history) if any(getattr(ctx.planners[arm], "reads_provenance", False)
+        provenance=(_provenance(ctx, history) if any(ctx.traits[arm].reads_provenance
                                                       for arm in ctx.arms if slots.get(arm, 0)) else None),
     )
     per_slot = context.proposals_per_slot
@@ -198,8 +176,6 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         if slots.get(arm, 0) == 0:
             continue
         planner = ctx.planners[arm]
-        if hasattr(planner, "recorder"):  # the llm arm records (and on a re-run, replays) its calls in the ledger
-            planner.recorder = context.recorder
         n_known = len(pool)
         proposals_by_arm[arm] = planner.propose(context, slots[arm] * per_slot)
         if generate:

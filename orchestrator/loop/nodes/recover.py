@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from langgraph.types import interrupt
 
-from orchestrator.ledger import LabJobRow
 from orchestrator.loop.context import CampaignContext
-from orchestrator.loop.history import is_failed_job
 from orchestrator.loop.human_answer import read_answer
 from orchestrator.loop.jobs import job_key, parse_job_key
 from orchestrator.loop.state import CampaignState
@@ -24,15 +22,7 @@ __all__ = ["recover", "unhandled_failures"]
 
 def unhandled_failures(ctx: CampaignContext) -> list[Observed]:
     """Failed lab results that no ``FailureHandled`` event has answered yet, oldest first."""
-    failed_jobs = ctx.ledger.rows(LabJobRow, ctx.campaign_id, keep=is_failed_job)
-    if not failed_jobs:
-        return []
-    handled = {e.payload["job_key"] for e in ctx.ledger.events(ctx.campaign_id, types=[FailureHandled.type])}
-    seqs = [j.observed_seq for j in failed_jobs if j.job_key not in handled]
-    if not seqs:
-        return []
-    failed = [e.typed() for e in ctx.ledger.events_at(ctx.campaign_id, seqs)]
-    return [f for f in failed if f.status == "failed" and f.provenance == "lab" and f.job_key not in handled]
+    return ctx.view.unhandled_failures()
 
 
 def _human_actions(failures: list[Observed], ctx: CampaignContext) -> tuple[dict[str, str], str]:

@@ -27,6 +27,7 @@ from typing import Any
 
 from orchestrator.loop.context import CampaignContext
 from orchestrator.loop.state import CampaignState
+from orchestrator.loop.step_scores import StepScoreMemo
 from orchestrator.loop.trajectory_fold import (
     Outlook,
     Trajectory,
@@ -63,48 +64,19 @@ def _install_judge_loader() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- scoring
-class StepScoreMemo:
-    """The rubric's criterion scores of each step of the open trajectories, by (trajectory, stage, subject).
-
-    Scorers read only the step's context (``rewards.context.StepContext``), so a step whose context equals the one it
-    was scored with gets the same scores back without calling them (a judge's answer would come from the ledger
-    anyway). ``keep`` forgets the trajectories that were not scored again, so the memo follows the open trajectories.
-    """
-
-    def __init__(self, rubric):
-        self.rubric = rubric
-        self._scores: dict[tuple[str, str, str], tuple[Any, list]] = {}
-
-    def scorer(self, trajectory_id: str):
-        """``score_step`` for ``rewards.process.score_trajectory`` on one trajectory."""
-
-        def score(context) -> list:
-            key = (trajectory_id, context.stage, context.subject)
-            found = self._scores.get(key)
-            if found is not None and found[0] == context:
-                return found[1]
-            scores = self.rubric.score(context)
-            self._scores[key] = (context, scores)
-            return scores
-
-        return score
-
-    def keep(self, trajectory_ids: set[str]) -> None:
-        """Forget the steps of every trajectory not in ``trajectory_ids``."""
-        self._scores = {key: found for key, found in self._scores.items() if key[0] in trajectory_ids}
-
-
-def trajectory_rewards(fold: TrajectoryFold, rubric, iteration: int, *, memo: StepScoreMemo | None = None
-                       ) -> tuple[list[tuple[Trajectory, Any]], Outlook]:
+def trajectory_rewards(fold: TrajectoryFold, rubric, iteration: int, *, memo: StepScoreMemo | None = None,
+                       recorder=None) -> tuple[list[tuple[Trajectory, Any]], Outlook]:
     """(trajectory, ``rewards.process.TrajectoryReward``) of every trajectory not final before ``iteration``.
 
-    With ``memo`` (of the same rubric), steps scored before with the same context are not scored again.
+    With ``memo`` (of the same rubric), steps scored before with the same context are not scored again. The judge
+    answers from ``recorder`` (a ``rewards.judge.JudgeRecorder``) and records its new calls there.
     """
     from rewards.process import score_trajectory
 
     found, look = fold.trajectories(iteration)
     scored = [(t, score_trajectory(rubric, t.id, t.arm, t.candidate_id, t.steps, start_potential=look.base_rate,
-                                   status=t.status, score_step=memo.scorer(t.id) if memo is not None else None))
+                                   status=t.status, recorder=recorder,
+                                   score_step=memo.scorer(t.id, recorder) if memo is not None else None))
               for t in found]
     if memo is not None:
         memo.keep({t.id for t in found})
@@ -149,10 +121,11 @@ def criterion_scores(events: list[Event]) -> list[dict[str, Any]]:
     return out
 
 
-def reward_records(fold: TrajectoryFold, rubric, iteration: int, *, memo: StepScoreMemo | None = None
-                   ) -> list[tuple[Any, str]]:
-    """The (payload, idempotency key) items the reward node appends at ``iteration``, given what ``fold`` was fed."""
-    scored, look = trajectory_rewards(fold, rubric, iteration, memo=memo)
+def reward_records(fold: TrajectoryFold, rubric, iteration: int, *, memo: StepScoreMemo | None = None,
+                   recorder=None) -> list[tuple[Any, str]]:
+    """The (payload, idempotency key) items the reward node appends at ``iteration``, given what ``fold`` was fed;
+    the judge's new calls go to ``recorder`` (a ``rewards.judge.JudgeRecorder``)."""
+    scored, look = trajectory_rewards(fold, rubric, iteration, memo=memo, recorder=recorder)
     rubric_hash = rubric.content_hash
     meta = dict(rubric_id=rubric.id, rubric_version=rubric.version, rubric_hash=rubric_hash)
     items: list[tuple[Any, str]] = []
@@ -184,20 +157,17 @@ def reward(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     _install_judge_loader()
     from rewards import judge
 
-    fold = ctx.resources.get("trajectory_fold")
-    if fold is None:  # first reward step of this process: fold the ledger so far once, then only what is new
-        fold = ctx.resources["trajectory_fold"] = TrajectoryFold(ctx.spec)
-        ctx.resources["step_scores"] = StepScoreMemo(rubric)
-    fold.feed(ctx.ledger.events(ctx.campaign_id, after_seq=fold.last_seq))
+    fold = ctx.view.trajectories
     offered: list[tuple[Any, str]] = []
     if slots:  # recorded below with the rewards; the fold takes it now (and again, harmlessly, when it reads it)
         offered.append((SlotsOffered(iteration=iteration, slots=slots), f"it{iteration}:slots"))
         fold.offer_slots(iteration, slots)
-    with judge.recording(dict(fold.judge_answers)) as calls:
-        items = reward_records(fold, rubric, iteration, memo=ctx.resources["step_scores"])
+    recorder = judge.JudgeRecorder(fold.judge_answers)  # this campaign's own: answers from its ledger, new calls
+    items = reward_records(fold, rubric, iteration, memo=ctx.step_scores, recorder=recorder)
     # One transaction, in this order: the slots, the judge's calls (a resumed or replayed step is answered from
     # them), then the records.
-    ctx.ledger.append_many(ctx.campaign_id, offered + judge_call_records(calls, iteration) + items, actor=actor)
+    ctx.ledger.append_many(ctx.campaign_id, offered + judge_call_records(recorder.calls, iteration) + items,
+                           actor=actor)
     return {}
 
 
@@ -239,13 +209,13 @@ def recompute_rewards(events: list[Event], spec: CampaignSpec, rubric) -> dict[s
     fold = TrajectoryFold(spec, keep_records=False)
     memo = StepScoreMemo(rubric)
     out: dict[str, Any] = {}
-    with judge.recording(recorded_judge_answers(events)):  # recorded judge calls are answered from the ledger
-        for k in iterations:
-            fold.feed(windows[k])
-            scored, _ = trajectory_rewards(fold, rubric, k, memo=memo)
-            for _, r in scored:
-                out[r.trajectory_id] = r
-            fold.release_final([t for t, _ in scored])
+    recorder = judge.JudgeRecorder(recorded_judge_answers(events))  # recorded judge calls are answered from the ledger
+    for k in iterations:
+        fold.feed(windows[k])
+        scored, _ = trajectory_rewards(fold, rubric, k, memo=memo, recorder=recorder)
+        for _, r in scored:
+            out[r.trajectory_id] = r
+        fold.release_final([t for t, _ in scored])
     return out
 
 

@@ -35,9 +35,6 @@ import numpy as np
 
 from orchestrator.loop.beliefs import lab_beliefs, prior_rung, rung_calibrations
 from orchestrator.loop.context import CampaignContext, Rung
-from orchestrator.loop.history import iteration_payloads, lab_history
-from orchestrator.loop.ladder_view import ladder_view, uses_ladder
-from orchestrator.loop.rung_digest import rung_digest
 from orchestrator.loop.screening import run_rung
 from orchestrator.loop.state import CampaignState
 from orchestrator.policy.escalation import (
@@ -46,14 +43,7 @@ from orchestrator.policy.escalation import (
     promote_by_value_per_cost,
 )
 from vocabulary.domain import Observation
-from vocabulary.events import (
-    Proposed,
-    RungDecision,
-    RungRun,
-    Screened,
-    Simulated,
-    batch_records,
-)
+from vocabulary.events import RungDecision, RungRun, Screened
 
 __all__ = ["apportion", "screen"]
 
@@ -90,7 +80,7 @@ class _Ladder:
 
     def __init__(self, state: CampaignState, ctx: CampaignContext):
         self.ctx, self.iteration = ctx, state["iteration"]
-        self.arm = {p.candidate_id: p.arm for p in iteration_payloads(ctx, Proposed.type, self.iteration)}
+        self.arm = {p.candidate_id: p.arm for p in ctx.view.proposals.of_iteration(self.iteration)}
         self.slots: dict[str, int] = state.get("slots", {})
         self.arms = list(ctx.arms)
         self.climbing = list(state.get("valid", []))
@@ -116,8 +106,8 @@ class _Ladder:
         if budget.compute_seconds is None:
             return None
         # Only earlier iterations count: a re-run of this node after a crash must see what the first run saw.
-        spent = rung_digest(self.ctx).compute_s_before(self.iteration)
-        history = lab_history(self.ctx)
+        spent = self.ctx.view.rungs.compute_s_before(self.iteration)
+        history = self.ctx.view.history()
         # Paced per lab experiment with carry-over: by the end of this batch, the ladder may have spent the budget's
         # share of the lab budget dispatched by then. What an iteration leaves unspent stays available, so a rung
         # dearer than one experiment's share (FreeSolv's GAFF hour) still runs every few experiments.
@@ -297,10 +287,10 @@ class _Ladder:
           its verdict stays current and can change.
         """
         spec, budget = self.ctx.spec.screening, self.ctx.spec.budget
-        known = rung_digest(self.ctx).values
+        known = self.ctx.view.rungs.values
         remaining_s = (None if budget.compute_seconds is None
-                       else budget.compute_seconds - rung_digest(self.ctx).compute_s_before(self.iteration) - self.spent_s)
-        pending = lab_history(self.ctx).pending
+                       else budget.compute_seconds - self.ctx.view.rungs.compute_s_before(self.iteration) - self.spent_s)
+        pending = self.ctx.view.history().pending
         by_arm = [self._group(arm, promoted) for arm in self.arms]
         in_turn = [cid for row in itertools.zip_longest(*by_arm) for cid in row if cid is not None]
         # A re-run of this node (after a crash) finds this iteration's probes in the ledger already; it must decide as
@@ -349,9 +339,7 @@ class _Ladder:
     def _recorded_runs(self) -> list[dict]:
         """This iteration's rung results already in the ledger (a re-run after a crash), as ``Simulated`` payloads;
         ledgers from before ``Screened`` hold them as ``Simulated`` events."""
-        events = [*self.ctx.ledger.iteration_events(self.ctx.campaign_id, Simulated.type, self.iteration),
-                  *self.ctx.ledger.iteration_events(self.ctx.campaign_id, Screened.type, self.iteration)]
-        return [p for e in events for t, p in batch_records(e.type, e.payload) if t == Simulated.type]
+        return self.ctx.view.rungs.runs_of(self.iteration)
 
     def record(self) -> None:
         """Append the round as one ``Screened`` event (none when nothing was run or decided)."""
@@ -361,7 +349,7 @@ class _Ladder:
 
     def _rank(self, mine: list[str]) -> tuple[list[str], dict[str, float], str]:
         """An arm's survivors, best first, their scores and the name of the ranking."""
-        history = lab_history(self.ctx)
+        history = self.ctx.view.history()
         if self.beliefs is not None and history.results:
             from orchestrator.policy.planners.acquisition import (
                 log_expected_improvement,
@@ -387,8 +375,8 @@ def _finite(value: float) -> float | None:
 
 def screen(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     ladder = _Ladder(state, ctx)
-    view = ladder_view(ctx)
-    single_fidelity = not uses_ladder(ctx)
+    view = ctx.view.ladder
+    single_fidelity = not ctx.uses_ladder
     for rung in ctx.rungs:
         if not ladder.climbing:
             break

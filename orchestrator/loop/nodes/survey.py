@@ -13,5 +13,4 @@ def survey(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     items = survey_items(ctx, state.get("iteration", 0))
     if items:
         ctx.ledger.append_many(ctx.campaign_id, items, actor="survey")
-        ctx.resources.pop("ladder_view", None)
     return {}

@@ -8,25 +8,24 @@ from __future__ import annotations
 import json
 
 from orchestrator.loop.context import CampaignContext
-from orchestrator.loop.history import iteration_payloads, lab_history
 from orchestrator.loop.state import CampaignState
 from orchestrator.policy.proposal_checks import (
     raw_input,
     validation_error,
     validation_problem,
 )
-from vocabulary.events import Proposed, Rejected
+from vocabulary.events import Rejected
 
 __all__ = ["validate", "validation_error", "validation_problem"]
 
 
 def validate(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     iteration = state["iteration"]
-    tested = lab_history(ctx).tested
+    tested = ctx.view.history().tested
     seen: set[str] = set()
     valid: list[str] = []
     items = []
-    for proposal in iteration_payloads(ctx, Proposed.type, iteration):
+    for proposal in ctx.view.proposals.of_iteration(iteration):
         problem = validation_problem(ctx, proposal, seen, tested)
         seen.add(proposal.candidate_id)
         if problem:

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from orchestrator.policy.planners.base import PlanningContext
+from orchestrator.policy.planners.base import PlannerTraits, PlanningContext
 from orchestrator.policy.planners.kernel_choice import (
     FittedOn,
     choose_kernel,
@@ -246,14 +246,11 @@ class BOPlanner:
     incumbent: Literal["observed", "posterior"] = "posterior"
     """What log-EI improves on; "posterior" measured fewer lab experiments on the noisier pools (DECISIONS.md)."""
 
-    uses_surrogate = True
-    """The learn node fits the campaign's GP when an arm with lab slots uses it."""
-
     def __init__(self, prior_mean: PriorMean | None = None, *, uses_ladder: bool = True):
         self.prior_mean = prior_mean
-        self.uses_ladder = uses_ladder
-        """Plan with the surveyed rungs (cold start by the dearest rung, calibrated rung as prior mean); the
-        ``bo-sf`` arm is the same planner without them."""
+        self.traits = PlannerTraits(uses_surrogate=True, uses_ladder=uses_ladder)
+        """The campaign's GP is fitted for it; ``uses_ladder``: it plans with the surveyed rungs (cold start by the
+        dearest rung, calibrated rung as prior mean), and the ``bo-sf`` arm is the same planner without them."""
 
     def prior(self, context: PlanningContext) -> np.ndarray | None:
         """Prior mean per pool row in the surrogate's unit: the given ``prior_mean``, else the ladder prior recorded
@@ -295,7 +292,7 @@ class BOPlanner:
             prior = self.prior_mean(context)
             return None if prior is None else self._prior_utility(context, prior)
         ladder = getattr(context, "ladder", None)
-        if not self.uses_ladder or ladder is None or ladder.dearest is None:
+        if not self.traits.uses_ladder or ladder is None or ladder.dearest is None:
             return None
         from orchestrator.policy.planners.ladder_prior import prior_rows
 
@@ -386,7 +383,7 @@ class BOPlanner:
         on the calibration) and without a ladder prior (``bo-sf``, a given ``prior_mean``, every rung ruled out)."""
         state = context.surrogate_state or {}
         ladder = getattr(context, "ladder", None)
-        if (not self.uses_ladder or self.prior_mean is not None or not state.get("prior") or ladder is None
+        if (not self.traits.uses_ladder or self.prior_mean is not None or not state.get("prior") or ladder is None
                 or state["prior"]["rung"] not in (ladder.values or {})
                 or context.spec.objective.direction not in ("maximize", "minimize")):
             return None

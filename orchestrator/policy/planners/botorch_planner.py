@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.policy.planners.base import PlanningContext
+from orchestrator.policy.planners.base import PlannerTraits, PlanningContext
 from orchestrator.policy.planners.random_arm import RandomPlanner
 from orchestrator.seeding import derive_seed
 from vocabulary.domain import Proposal
@@ -25,8 +25,8 @@ __all__ = ["BoTorchPlanner"]
 
 class BoTorchPlanner:
     name = "botorch"
-    uses_ladder = False
-    uses_surrogate = False
+    traits = PlannerTraits()
+    """Neither the campaign's GP nor the ladder: it fits its own model on the lab results alone."""
 
     def features(self, pool) -> tuple[np.ndarray, str | None]:
         """The GP's inputs, shape (n_candidates, n_features) in [0, 1], and what they are when not the pool's own."""

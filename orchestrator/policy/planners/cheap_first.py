@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.policy.planners.base import PlanningContext
+from orchestrator.policy.planners.base import PlannerTraits, PlanningContext
 from orchestrator.seeding import derive_rng
 from vocabulary.domain import Proposal, SetupError
 
@@ -17,8 +17,7 @@ class CheapFirstPlanner:
     evaluations last; ties broken by a seeded draw."""
 
     name = "cheap-first"
-    uses_ladder = True
-    uses_surrogate = False
+    traits = PlannerTraits(uses_ladder=True)
 
     def propose(self, context: PlanningContext, n: int) -> list[Proposal]:
         from orchestrator.policy.planners.ladder_prior import prior_rows

@@ -37,8 +37,13 @@ Every model call goes through an ``LLMCallRecorder`` under the key ``it{iteratio
 this iteration). A recorded call is answered from the record and the model is not called, which is how crash-resume
 and replay work; with every call recorded the model is not even loaded.
 
-The graph and its nodes live in ``llm_graph``, the recorder in ``llm_recording``. This module imports no LangChain or
-llama.cpp code at import time.
+The recorder is the campaign's (``PlanningContext.recorder``, a ledger-backed one in a campaign, which is why the arm
+declares ``PlannerTraits.records_llm_calls``); a context without one uses the planner's own (``recorder=``, default
+in memory).
+
+The graph and its nodes live in ``llm_graph`` (which takes this arm's settings as ``LLMRunInputs`` and does not
+import this module), the recorder in ``llm_recording``. This module imports no LangChain or llama.cpp code at
+import time.
 """
 
 
@@ -50,8 +55,8 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.policy.planners.base import PlanningContext
-from orchestrator.policy.planners.llm_graph import ProposeRun
+from orchestrator.policy.planners.base import PlannerTraits, PlanningContext
+from orchestrator.policy.planners.llm_graph import LLMRunInputs, ProposeRun
 from orchestrator.policy.planners.llm_recording import (
     InMemoryLLMRecorder,
     LLMCallRecorder,
@@ -77,7 +82,8 @@ class LLMPlanner:
         shortlist_size: the size of bo's diversified batch the shortlist is drawn from (at least ``n``); default
             None: ``2 n``, so the model may swap any of bo's picks for bo's next-best ones. A local model's soft
             prompt budget may show it fewer rows, never fewer than ``2 n``.
-        recorder: where model calls are recorded and replayed from; default: an in-memory recorder.
+        recorder: where model calls are recorded and replayed from when the planning context brings none
+            (``PlanningContext.recorder``, which a campaign always sets); default: an in-memory recorder.
         simulate_fn: the campaign's cheap rungs for the ``simulate`` tool (``{candidate id: {property: value}}``).
         max_tool_steps: ReAct steps in which a tool-calling model may call the tools itself; 0 puts the tool
             results in the prompt only.
@@ -103,12 +109,10 @@ class LLMPlanner:
     """
 
     name = "llm"
-    uses_surrogate = True
-    """The campaign fits its GP for this arm: the shortlist, the predictions and the fallbacks read it."""
-    uses_ladder = True
-    """The campaign surveys its proxy rungs for this arm: the shortlist (bo's) and the prompt's rung columns use them."""
-    reads_provenance = True
-    """The campaign tells this arm which lab results were its model's picks and which bo's anchors (its track record)."""
+    traits = PlannerTraits(uses_surrogate=True, uses_ladder=True, reads_provenance=True, records_llm_calls=True)
+    """The campaign fits its GP for this arm (the shortlist, the predictions and the fallbacks read it), surveys its
+    proxy rungs (bo's shortlist and the prompt's rung columns use them), tells it which lab results were its model's
+    picks and which bo's anchors (its track record), and records its model calls in the ledger."""
 
     def __init__(
         self,
@@ -168,11 +172,23 @@ class LLMPlanner:
     def _restricts(self) -> bool:
         return self._is_local_gguf() if self.restrict_to_shortlist is None else self.restrict_to_shortlist
 
-    def _recorded_call(self, key: str, messages: list, invoke) -> dict[str, Any]:
-        """The recorded call under ``key``, or a new call made by ``invoke(messages)`` and recorded."""
+    def check_ready(self) -> None:
+        """Refuse, before a campaign dispatches anything, a model that could never answer (an unknown provider, a
+        missing or foreign .gguf file; ``llm_models.check_chat_model``). A ready chat model passed in is not checked.
+
+        Raises:
+            SetupError: what is wrong with ``model`` and how to fix it.
+        """
+        if self._chat_model is None:
+            from orchestrator.policy.planners.llm_models import check_chat_model
+
+            check_chat_model(self.model)
+
+    def recorded_call(self, recorder: LLMCallRecorder, key: str, messages: list, invoke) -> dict[str, Any]:
+        """The call recorded in ``recorder`` under ``key``, or a new call made by ``invoke(messages)`` and recorded."""
         from orchestrator.policy.planners.llm_models import call_metadata, message_dicts
 
-        recorded = self.recorder.lookup(key)
+        recorded = recorder.lookup(key)
         if recorded is not None:
             if recorded.get("messages") not in (None, message_dicts(messages)):
                 # Replay still answers from the record; a different prompt means the context or the code changed.
@@ -189,7 +205,7 @@ class LLMPlanner:
             log.warning("llm planner: model call %s failed: %s", key, error)
             call = {**call_metadata(self.chat_model, None, 0.0), "response": "", "error": error}
         call["messages"] = message_dicts(messages)
-        self.recorder.record(key, call)
+        recorder.record(key, call)
         return call
 
     def bo(self, context: PlanningContext):
@@ -199,6 +215,22 @@ class LLMPlanner:
 
             self.bo_planner = make_planner("bo", context.spec)
         return self.bo_planner
+
+    def run_inputs(self, context: PlanningContext) -> LLMRunInputs:
+        """What one ``propose`` on ``context`` hands its graph: the settings, the bo arm, the model (loaded on first
+        use) and the recorder (the context's, else this planner's own)."""
+        recorder = context.recorder if context.recorder is not None else self.recorder
+
+        def recorded_call(key: str, messages: list, invoke) -> dict[str, Any]:
+            return self.recorded_call(recorder, key, messages, invoke)
+
+        return LLMRunInputs(
+            arm=self.name, bo=self.bo(context), chat_model=lambda: self.chat_model, recorded_call=recorded_call,
+            is_local_gguf=self._is_local_gguf(), restricts_to_shortlist=self._restricts(),
+            max_repair_rounds=self.max_repair_rounds, max_tool_steps=self.max_tool_steps,
+            shortlist_size=self.shortlist_size, max_prompt_chars=self.max_prompt_chars, simulate_fn=self.simulate_fn,
+            warn_without_tools=not self._warned_tools,
+        )
 
     # ----------------------------------------------------------------------------------------------- propose
     def planning_context(self, context: PlanningContext) -> PlanningContext:
@@ -253,8 +285,9 @@ class LLMPlanner:
         n = min(int(n), len(context.available))
         if n <= 0:
             return []
-        run = ProposeRun(self, context, n, self.anchor_count(context, n))
+        run = ProposeRun(self.run_inputs(context), context, n, self.anchor_count(context, n))
         graph = run.build_graph()
+        self._warned_tools = self._warned_tools or run.has_warned_without_tools
         final = graph.invoke({}, {"recursion_limit": 20 + 2 * self.max_tool_steps + 3 * self.max_repair_rounds})
         self.last_run = {**run.summary(final), "track_record": self.track_record}
         return final["proposals"]

@@ -1,6 +1,8 @@
 """One ``propose`` call of the llm arm as a LangGraph graph: the nodes ``gather``, ``agent``/``tools``,
 ``propose``, ``validate``, ``repair``, ``fallback`` and ``finish`` (``orchestrator.policy.planners.llm`` draws the
-graph and says what each node does), closing over the planning context, the planner and its tools.
+graph and says what each node does), closing over the planning context, the arm's inputs (``LLMRunInputs``) and
+its tools. The planner hands its settings, its bo arm and its model over as ``LLMRunInputs``, so this module does
+not know ``LLMPlanner``.
 
 It also holds the prompt-size constants of local GGUF models. LangGraph and LangChain are imported when a graph is
 built, never at import time.
@@ -12,11 +14,12 @@ import dataclasses
 import json
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from orchestrator.policy.planners.base import PlanningContext
+from orchestrator.policy.planners.base import Planner, PlanningContext
 from orchestrator.policy.planners.llm_prompt import (
     MAX_PROMPT_CHARS,
     SYSTEM_PROMPT,
@@ -28,14 +31,11 @@ from orchestrator.policy.planners.llm_prompt import (
     task_message,
 )
 from orchestrator.policy.planners.llm_recording import llm_call_key
-from orchestrator.policy.planners.llm_tools import PlanningTools, clip
+from orchestrator.policy.planners.llm_tools import PlanningTools, SimulateFn, clip
 from orchestrator.seeding import derive_rng
 from vocabulary.domain import InvalidCandidate, Proposal
 
-if TYPE_CHECKING:
-    from orchestrator.policy.planners.llm import LLMPlanner
-
-__all__ = ["LOCAL_PROMPT_CHARS", "ProposeRun"]
+__all__ = ["LOCAL_PROMPT_CHARS", "LLMRunInputs", "ProposeRun", "RecordedCall"]
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +53,53 @@ LOCAL_PROMPT_CHARS = 2000
 SMILES take about one token per 1.3 characters, so the prompt is most of a planning step's cost."""
 LOCAL_HISTORY = (3, 2)  # best and worst lab results shown to local models
 
+RecordedCall = Callable[[str, list, Callable[[list], tuple[str, Any, float]]], dict[str, Any]]
+"""``recorded_call(key, messages, invoke)``: the call recorded under ``key``, or a new one made by
+``invoke(messages) -> (text, message, latency_s)`` and recorded (``LLMPlanner.recorded_call``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LLMRunInputs:
+    """What one ``propose`` call of the llm arm takes from its planner (``LLMPlanner.run_inputs``)."""
+
+    arm: str
+    """The arm's name, written on every proposal."""
+    bo: Planner
+    """The bo arm that builds the shortlist, fills fallbacks and gives the anchors."""
+    chat_model: Callable[[], Any]
+    """Returns the chat model, loading it on first call (never called when every call is answered from the record)."""
+    recorded_call: RecordedCall
+    """Answers a model call from the record, or makes and records it."""
+    is_local_gguf: bool
+    """A local llama.cpp model: a grammar, a soft prompt budget, shorter texts, no tool calls."""
+    restricts_to_shortlist: bool
+    """``candidate`` is an enum of shortlist ids in the answer schema."""
+    max_repair_rounds: int
+    max_tool_steps: int
+    shortlist_size: int | None
+    max_prompt_chars: int | None
+    simulate_fn: SimulateFn | None = None
+    warn_without_tools: bool = True
+    """Log once that ``max_tool_steps`` needs a tool-calling model when this one is not (False: already said)."""
+
 
 class ProposeRun:
-    """The graph and its nodes for one ``propose`` call (nodes close over the context and the tools).
+    """The graph and its nodes for one ``propose`` call (nodes close over the context, the inputs and the tools).
 
     ``n_total`` proposals are returned: ``n_anchor`` of them bo's anchors, ``n`` (the rest) the model's picks.
     """
 
-    def __init__(self, planner: LLMPlanner, context: PlanningContext, n_total: int, n_anchor: int = 0):
-        self.planner = planner
+    def __init__(self, inputs: LLMRunInputs, context: PlanningContext, n_total: int, n_anchor: int = 0):
+        self.inputs = inputs
+        self.has_warned_without_tools = False
+        """Whether ``build_graph`` logged that this model does not call tools (the planner then says it only once)."""
         self.context = context
         self.n_total = n_total
         self.n_anchor = n_anchor
         self.n = n_total - n_anchor
         self.anchors: list[Proposal] = []
         self.anchored: set[int] = set()
-        self.tools = PlanningTools(context, planner.simulate_fn)
+        self.tools = PlanningTools(context, inputs.simulate_fn)
         self.tested = frozenset(context.pool.ids[int(i)] for i in np.concatenate([context.observed, context.pending]))
         self.available = {int(i) for i in context.available}
         self.n_known = len(context.pool)  # open spaces: indices from here on were written by the model this call
@@ -84,13 +115,13 @@ class ProposeRun:
         graph.add_node("fallback", self.fallback)
         graph.add_node("finish", self.finish)
         graph.add_edge(START, "gather")
-        if self.planner.max_tool_steps > 0 and not self._supports_tools() and not self.planner._warned_tools:
-            self.planner._warned_tools = True
+        if self.inputs.max_tool_steps > 0 and not self._supports_tools() and self.inputs.warn_without_tools:
+            self.has_warned_without_tools = True
             log.warning("llm planner: max_tool_steps=%d needs a model that calls tools (a provider model); this one "
-                        "gets the tool results in its prompt instead", self.planner.max_tool_steps)
+                        "gets the tool results in its prompt instead", self.inputs.max_tool_steps)
         if self.n == 0:  # every slot is bo's anchor this time: no model call
             graph.add_edge("gather", "finish")
-        elif self.planner.max_tool_steps > 0 and self._supports_tools():
+        elif self.inputs.max_tool_steps > 0 and self._supports_tools():
             from langgraph.prebuilt import ToolNode
 
             graph.add_node("agent", self.agent)
@@ -110,9 +141,9 @@ class ProposeRun:
     def _supports_tools(self) -> bool:
         from langchain_core.language_models.chat_models import BaseChatModel
 
-        if self.planner._is_local_gguf():  # decided without loading the model
+        if self.inputs.is_local_gguf:  # decided without loading the model
             return False
-        return type(self.planner.chat_model).bind_tools is not BaseChatModel.bind_tools
+        return type(self.inputs.chat_model()).bind_tools is not BaseChatModel.bind_tools
 
     # ----------------------------------------------------------------------------------------------- gather
     def shortlist(self) -> list[int]:
@@ -125,18 +156,18 @@ class ProposeRun:
         the picks it needs, as everywhere, and as a one-slot plan already gets (bo's first and second). Its
         exploration slot then costs at most the step from bo's next pick to the one after, not a draw from bo's
         whole second half."""
-        bo = self.planner.bo(self.context)
+        bo = self.inputs.bo
         index = self.context.pool.index
         batch = bo.propose(self.context, self.n_total)
         self.bo_picks = [index[p.candidate.id] for p in batch]
         self.anchors = batch[: self.n_anchor]
         self.anchored = set(self.bo_picks[: self.n_anchor])
         self.available -= self.anchored
-        size = max(self.planner.shortlist_size or 2 * self.n_total, self.n_total)
+        size = max(self.inputs.shortlist_size or 2 * self.n_total, self.n_total)
         wider = [index[p.candidate.id] for p in bo.propose(self.context, size)] if size > len(self.bo_picks) else []
         rows = list(dict.fromkeys(self.bo_picks + wider))
         keep = size - self.n_anchor
-        if self.lab_arbitrates and self.planner.shortlist_size is None:
+        if self.lab_arbitrates and self.inputs.shortlist_size is None:
             keep = min(keep, 2 * self.n)
         return [i for i in rows if i in self.available][:keep]
 
@@ -154,7 +185,7 @@ class ProposeRun:
         tools.set_labels(provisional)
         ids = list(provisional)
 
-        local = self.planner._is_local_gguf()
+        local = self.inputs.is_local_gguf
         constraints = json.loads(tools.constraints())
         constraints.pop("n_available", None)  # history has the counts; constant text leads, so llama.cpp reuses its KV
         history = json.loads(tools.history(*LOCAL_HISTORY) if local else tools.history())
@@ -183,9 +214,9 @@ class ProposeRun:
             "shortlist": {"columns": columns, "rows": rows},
         }
         system = SYSTEM_PROMPT
-        free_form = not self.planner._restricts()
+        free_form = not self.inputs.restricts_to_shortlist
         generate = self.context.spec.space.generate
-        max_chars = self.planner.max_prompt_chars or (LOCAL_PROMPT_CHARS if local else MAX_PROMPT_CHARS)
+        max_chars = self.inputs.max_prompt_chars or (LOCAL_PROMPT_CHARS if local else MAX_PROMPT_CHARS)
         budget = max_chars - len(system) - len(task_message(self.n, objective, {}, free_form=free_form,
                                                             generate=generate, batch_hypothesis=local))
         # Trim in bo's order (its weakest candidates go first), then shuffle what is shown.
@@ -239,20 +270,20 @@ class ProposeRun:
     def _structured_call(self, state: dict, extra: list[dict] | None = None) -> dict:
         from orchestrator.policy.planners.llm_models import structured_invoke
 
-        restricted = self.planner._restricts()
+        restricted = self.inputs.restricts_to_shortlist
         need = self.n - len(state["accepted"])
         # Accepted ids leave the grammar's choices, so every repair round adds at least one distinct pick.
         taken = {self.tools.name(a["index"]) for a in state["accepted"]}
         ids = [label for label in state["labels"] if label not in taken]
-        local = self.planner._is_local_gguf()
+        local = self.inputs.is_local_gguf
         schema = response_schema(need, ids=ids if restricted else None,
                                  max_text_chars=GRAMMAR_TEXT_CHARS if local else FREE_TEXT_CHARS,
                                  new_candidates=self.context.spec.space.generate, batch_hypothesis=local)
         key = llm_call_key(self.context.iteration, state["n_calls"])
         min_tokens = TOKENS_PER_PROPOSAL * need + TOKENS_PER_HYPOTHESIS + 64
-        call = self.planner._recorded_call(key, self._messages(state, extra),
-                                           lambda messages: structured_invoke(self.planner.chat_model, messages, schema,
-                                                                              min_tokens=min_tokens))
+        call = self.inputs.recorded_call(key, self._messages(state, extra),
+                                         lambda messages: structured_invoke(self.inputs.chat_model(), messages, schema,
+                                                                            min_tokens=min_tokens))
         return {"response": call.get("response", ""), "call_error": call.get("error"), "n_calls": state["n_calls"] + 1,
                 "keys": [*state.get("keys", []), key]}
 
@@ -261,7 +292,7 @@ class ProposeRun:
 
     def repair(self, state: dict) -> dict:
         accepted = [self.tools.name(a["index"]) for a in state["accepted"]]
-        show_answer = state["response"] and not self.planner._is_local_gguf()  # small models: fewer tokens
+        show_answer = state["response"] and not self.inputs.is_local_gguf  # small models: fewer tokens
         extra = [{"role": "assistant", "content": clip(state["response"], 1500)}] if show_answer else []
         extra.append({"role": "user", "content": repair_message(self.n - len(state["accepted"]), state["errors"], accepted)})
         return {**self._structured_call(state, extra), "round": state["round"] + 1}
@@ -283,12 +314,12 @@ class ProposeRun:
             import time
 
             start = time.perf_counter()
-            message = self.planner.chat_model.bind_tools(self.lc_tools).invoke(messages)
+            message = self.inputs.chat_model().bind_tools(self.lc_tools).invoke(messages)
             text = json.dumps({"content": message.text if hasattr(message, "text") else str(message.content),
                                "tool_calls": [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in message.tool_calls]})
             return text, message, time.perf_counter() - start
 
-        call = self.planner._recorded_call(key, self._messages(state), invoke)
+        call = self.inputs.recorded_call(key, self._messages(state), invoke)
         try:
             answer = json.loads(call.get("response") or "{}")
         except json.JSONDecodeError:
@@ -301,7 +332,7 @@ class ProposeRun:
 
     def after_agent(self, state: dict) -> str:
         last = state["messages"][-1]
-        return "tools" if last.tool_calls and state["steps"] < self.planner.max_tool_steps else "propose"
+        return "tools" if last.tool_calls and state["steps"] < self.inputs.max_tool_steps else "propose"
 
     # ----------------------------------------------------------------------------------------------- validate
     def validate(self, state: dict) -> dict:
@@ -345,7 +376,7 @@ class ProposeRun:
         except InvalidCandidate as exc:
             return str(exc), -1
         candidate = self.context.pool.candidates[index]
-        proposed = Proposed(iteration=self.context.iteration, arm=self.planner.name, candidate_id=candidate.id,
+        proposed = Proposed(iteration=self.context.iteration, arm=self.inputs.arm, candidate_id=candidate.id,
                             candidate=candidate.model_dump(mode="json"))
         shim = _ValidatorContext(self.context.spec, self.context.pool)
         error = validation_error(shim, proposed, seen, self.tested)
@@ -370,7 +401,7 @@ class ProposeRun:
     def after_validate(self, state: dict) -> str:
         if len(state["accepted"]) >= self.n:
             return "finish"
-        if state["round"] < self.planner.max_repair_rounds:
+        if state["round"] < self.inputs.max_repair_rounds:
             return "repair"
         return "fallback"
 
@@ -386,9 +417,9 @@ class ProposeRun:
         reason = "; ".join(state["errors"][:3]) or "no valid proposal"
         bo_picks = set(getattr(self, "bo_picks", ()))
         proposals = []
-        for p in self.planner.bo(self.context).propose(rest, self.n - len(state["accepted"])):
+        for p in self.inputs.bo.propose(rest, self.n - len(state["accepted"])):
             proposals.append(p.model_copy(update={
-                "arm": self.planner.name, "is_fallback": True,
+                "arm": self.inputs.arm, "is_fallback": True,
                 "is_bo_pick": self.context.pool.index[p.candidate.id] in bo_picks,
                 "rationale": f"fallback: {p.rationale} (llm rounds exhausted: {clip(reason, 300)})",
             }))
@@ -398,13 +429,13 @@ class ProposeRun:
         pool = self.context.pool
         bo_picks = set(getattr(self, "bo_picks", ()))
         proposals = [
-            Proposal(candidate=pool.candidates[a["index"]], arm=self.planner.name, hypothesis=a["hypothesis"],
+            Proposal(candidate=pool.candidates[a["index"]], arm=self.inputs.arm, hypothesis=a["hypothesis"],
                      rationale=a["rationale"], expected=a["expected"], is_bo_pick=a["index"] in bo_picks)
             for a in (state.get("accepted") or [])[: self.n]
         ]
         judge = "the screen" if int(getattr(self.context, "proposals_per_slot", 1) or 1) > 1 else "the lab"
         anchors = [p.model_copy(update={
-            "arm": self.planner.name, "is_anchor": True, "is_bo_pick": True,
+            "arm": self.inputs.arm, "is_anchor": True, "is_bo_pick": True,
             "rationale": f"anchor: bo's pick for a lab slot, weighed by {judge} against the model's picks ({p.rationale})",
         }) for p in self.anchors]
         return {"proposals": proposals + anchors + list(state.get("fallbacks") or [])}

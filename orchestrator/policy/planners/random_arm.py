@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.policy.planners.base import PlanningContext
+from orchestrator.policy.planners.base import PlannerTraits, PlanningContext
 from orchestrator.seeding import derive_rng
 from vocabulary.domain import Proposal
 
@@ -13,6 +13,7 @@ class RandomPlanner:
     """Uniform sampling without replacement from the untested pool."""
 
     name = "random"
+    traits = PlannerTraits()
 
     def __init__(self, label: str = "random"):
         self.label = label

@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.bench import (
-    ARM_NAMES,
     BOTORCH_ARMS,
     BenchConfig,
     botorch_reference,
@@ -18,6 +17,7 @@ from orchestrator.bench import (
     versus_botorch,
 )
 from orchestrator.interfaces.cli import app
+from orchestrator.planner_registry import planner_names
 
 runner = CliRunner()
 
@@ -52,7 +52,7 @@ def test_a_tie_goes_to_botorch():
 
 
 def test_botorch_onehot_is_a_bench_arm():
-    assert set(BOTORCH_ARMS) <= set(ARM_NAMES)
+    assert set(BOTORCH_ARMS) <= set(planner_names())
     config = BenchConfig(pool="p.csv", id_cols=("x",), objective="maximize:y", lab_budget=10, seeds=1,
                          arms=("bo", "botorch", "botorch-onehot"))
     assert config.arms[-1] == "botorch-onehot"

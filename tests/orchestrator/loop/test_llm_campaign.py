@@ -167,7 +167,13 @@ def test_without_a_screen_the_lab_splits_each_batch_between_the_model_and_bos_an
         events = campaign.ledger.events("lab")
         history = lab_history(campaign.ctx)
         provenance = _provenance(campaign.ctx, history)
-        fresh = _provenance(type("Ctx", (), {"ledger": campaign.ledger, "campaign_id": "lab"})(), history)
+        from types import SimpleNamespace
+
+        from orchestrator.loop.view import CampaignView
+
+        refolded = CampaignView(campaign.ledger, "lab", spec, campaign.ctx.pool, campaign.ctx.rungs)
+        refolded.refresh()  # a view folded from the ledger's start, as a resumed campaign builds it
+        fresh = _provenance(SimpleNamespace(view=refolded), history)
     assert summary["n_lab"] == 12
     proposed = [e.payload for e in events if e.type == "Proposed"]
     by_iteration: dict[int, list] = {}

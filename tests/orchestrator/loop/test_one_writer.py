@@ -86,7 +86,7 @@ def test_a_second_resume_of_a_running_campaign_is_refused_and_writes_nothing(tmp
     assert reference.returncode == 0, reference.stderr[-3000:]
 
     db = tmp_path / "busy.db"
-    first = subprocess.Popen(_cli(0.05, *start, "--db", db), env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+    first = subprocess.Popen(_cli(0.3, *start, "--db", db), env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 300

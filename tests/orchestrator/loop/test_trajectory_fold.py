@@ -18,7 +18,7 @@ def finished(tmp_path_factory):
     spec = quick_spec(budget={"lab_experiments": 16})
     with Campaign.start(spec, db=db, campaign_id="fold") as campaign:
         campaign.run()
-        yield spec, campaign.ctx.resources["trajectory_fold"], campaign.ledger.events("fold")
+        yield spec, campaign.ctx.view.trajectories, campaign.ledger.events("fold")
 
 
 def test_the_reward_nodes_fold_keeps_only_trajectories_still_in_flight(finished):

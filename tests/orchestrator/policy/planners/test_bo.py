@@ -167,7 +167,7 @@ def test_a_ladder_prior_recorded_in_the_state_is_used_by_every_reader(freesolv):
     proposals = BOPlanner().propose(context, 4)
     picked = [pool.index[p.candidate.id] for p in proposals]
     assert min(abs(truth[picked] - spec.objective.target)) <= spec.objective.tolerance  # into the window at once
-    assert BOPlanner(uses_ladder=False).uses_ladder is False
+    assert BOPlanner(uses_ladder=False).traits.uses_ladder is False
 
 
 def test_no_informative_rung_means_no_prior(freesolv):

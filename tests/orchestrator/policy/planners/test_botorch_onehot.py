@@ -107,7 +107,7 @@ def test_it_proposes_distinct_untested_pool_candidates_deterministically(grid):
     pool = load_pool(grid)
     planner = make_planner("botorch-onehot", grid)
     assert isinstance(planner, BoTorchOneHotPlanner) and planner.name == "botorch-onehot"
-    assert not planner.uses_ladder and not planner.uses_surrogate
+    assert not planner.traits.uses_ladder and not planner.traits.uses_surrogate
     context = _context(grid, pool, [0, 4, 8, 13])
     proposals = planner.propose(context, 4)
     ids = [p.candidate.id for p in proposals]

@@ -417,6 +417,37 @@ def test_replay_with_every_call_recorded_does_not_even_load_the_model(cold_conte
     assert planner._chat_model is None
 
 
+def test_the_arm_records_in_the_contexts_recorder_and_replays_from_it(cold_context):
+    """A campaign hands the arm its ledger-backed recorder in the planning context; nobody sets planner.recorder."""
+    import dataclasses
+
+    campaigns = InMemoryLLMRecorder()
+    context = dataclasses.replace(cold_context, recorder=campaigns)
+    planner = LLMPlanner(chat_model=ScriptedChatModel(responses=[answer("c01", "c02")]))
+    first = planner.propose(context, 2)
+    assert list(campaigns.calls) == ["it1:llm:0"] and planner.recorder.calls == {}
+    replaying = LLMPlanner(chat_model=ExplodingChatModel(), recorder=InMemoryLLMRecorder())
+    assert replaying.propose(context, 2) == first and replaying.recorder.calls == {}
+
+
+def test_the_arm_checks_its_model_before_a_campaign_starts(tmp_path):
+    with pytest.raises(SetupError, match="does not exist"):
+        LLMPlanner(model=str(tmp_path / "missing.gguf")).check_ready()
+    LLMPlanner(model=str(tmp_path / "missing.gguf"), chat_model=ExplodingChatModel()).check_ready()  # given: trusted
+
+
+def test_the_graph_module_does_not_know_the_planner():
+    """llm_graph takes LLMRunInputs; importing the planner from it, even for type checking, would close a circle."""
+    import ast
+    import inspect
+
+    from orchestrator.policy.planners import llm_graph
+
+    tree = ast.parse(inspect.getsource(llm_graph))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "orchestrator.policy.planners.llm" not in imported
+
+
 def test_recorded_parameters_never_contain_an_api_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value-123456")
     model = load_chat_model("openai:some-model@http://user:pw@127.0.0.1:9/v1", temperature=0.0, seed=7, max_tokens=99)
