@@ -3,6 +3,9 @@
 An oracle is any callable ``oracle(candidate) -> float`` with a ``property`` attribute naming what it returns (in the
 objective's unit). It raises ``InstrumentFault`` when it has no answer; a simulated lab turns that into a failed
 job with the message as its reason.
+
+Some properties cannot be measured outside a range whatever the noise (a yield in percent lies in 0..100):
+``unit_bounds`` names those ranges, and the simulated lab keeps its readings within them.
 """
 
 from __future__ import annotations
@@ -16,7 +19,20 @@ from typing import Any, Protocol, runtime_checkable
 
 from vocabulary.domain import InstrumentFault, SetupError
 
-__all__ = ["FunctionOracle", "Oracle", "TableOracle"]
+__all__ = ["UNIT_BOUNDS", "FunctionOracle", "Oracle", "TableOracle", "unit_bounds"]
+
+#: Units whose values a measurement cannot leave, whatever its noise: unit -> (lowest, highest).
+UNIT_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType({"%": (0.0, 100.0), "percent": (0.0, 100.0)})
+
+
+def unit_bounds(unit: str | None) -> tuple[float, float] | None:
+    """The range a reading in ``unit`` stays in (``UNIT_BOUNDS``), or None for an unbounded unit.
+
+    Example:
+        >>> unit_bounds("%"), unit_bounds(" % "), unit_bounds("kcal/mol")
+        ((0.0, 100.0), (0.0, 100.0), None)
+    """
+    return None if unit is None else UNIT_BOUNDS.get(unit.strip().lower())
 
 
 @runtime_checkable

@@ -3,7 +3,8 @@
 Each job walks its steps through stations (simpy ``PriorityResource``s with capacities), queueing when they are busy;
 a job's ``parameters["priority"]`` orders the queues (lower goes first, ties first come first served). A transfer robot
 (capacity 1) moves samples between consecutive stations. The last step ends with a measurement: the oracle's true
-value plus Gaussian noise. Time is simulated seconds and only moves when the caller advances it
+value plus Gaussian noise, kept within the property's bounds (``bounds``, or the ``unit``'s: a yield in "%" reads
+0..100, never 103). Time is simulated seconds and only moves when the caller advances it
 (``run_until_complete``, ``run_until_any_complete``, ``run_until``), so a month-long campaign runs in seconds.
 
 The twin also models what makes walk-away operation hard: consumables that run out (``consumables``,
@@ -38,6 +39,7 @@ import simpy
 from instruments.base import TERMINAL_STATES, JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import SafetyEnvelope
 from instruments.faults import FaultPlan
+from instruments.oracle import unit_bounds
 from instruments.simlab_process import CAUSE_CANCEL, JobProcesses
 from instruments.simlab_records import (
     FAULT_KINDS,
@@ -79,6 +81,10 @@ class SimLabDriver(JobProcesses):
     Args:
         oracle: ground truth ``oracle(candidate) -> float``; an exception makes the job fail with its message.
         noise_sd: sd of Gaussian measurement noise, in the objective's unit; reported as ``uncertainty``.
+        unit: the objective's unit; a bounded one (``instruments.oracle.UNIT_BOUNDS``: "%" is 0..100) bounds the
+            readings when ``bounds`` is not given.
+        bounds: (lowest, highest) a reading can be, objective units (either None for no bound); a noisy reading
+            beyond one is read as the bound, as a detector saturates. Default: the ``unit``'s, else unbounded.
         seed: seed mixed with each job key for durations, noise and faults.
         stations: station name -> capacity; replaces the defaults (synthesis 2, workup 1, characterisation 1).
         durations_s: station -> (median s, log sd) of a lognormal duration; merged over the defaults.
@@ -116,6 +122,8 @@ class SimLabDriver(JobProcesses):
         *,
         oracle: Callable[[Any], float],
         noise_sd: float = 0.0,
+        unit: str | None = None,
+        bounds: tuple[float | None, float | None] | None = None,
         seed: int = 0,
         stations: Mapping[str, int] | None = None,
         durations_s: Mapping[str, tuple[float, float]] | None = None,
@@ -141,6 +149,7 @@ class SimLabDriver(JobProcesses):
         self.oracle = oracle
         self.n_results_kept = n_results_kept
         self.noise_sd = float(noise_sd)
+        self.bounds = _checked_bounds(unit_bounds(unit) if bounds is None else bounds)
         self.seed = int(seed)
         self.transfer_s = float(transfer_s)
         self.start_time_s = float(start_time_s)
@@ -378,6 +387,15 @@ class SimLabDriver(JobProcesses):
             ) from exc
 
     # ------------------------------------------------------------------------------------------- helpers
+    def _measure(self, record: JobRecord) -> LabResult:
+        """The reading ``JobProcesses`` takes, held within ``bounds`` (the noise is drawn as before)."""
+        result = super()._measure(record)
+        low, high = self.bounds
+        if result.status != "ok" or result.value is None or (low is None and high is None):
+            return result
+        value = min(max(result.value, -math.inf if low is None else low), math.inf if high is None else high)
+        return result if value == result.value else result.model_copy(update={"value": value})
+
     def _handle(self, job_key: str) -> JobHandle:
         return JobHandle(job_key=job_key, driver=self.name)
 
@@ -426,3 +444,17 @@ class SimLabDriver(JobProcesses):
             f"SimLabDriver(stations={self.stations}, seed={self.seed}, now={self.env.now:.0f} s, "
             f"n_jobs={len(self._jobs) + len(self._retired)})"
         )
+
+
+def _checked_bounds(bounds: Any) -> tuple[float | None, float | None]:
+    """``(low, high)`` as floats or None, refused with a fix when it is not a range."""
+    if bounds is None:
+        return None, None
+    try:
+        low, high = (None if b is None else float(b) for b in bounds)
+    except (TypeError, ValueError) as exc:
+        raise SetupError(f"bounds={bounds!r} must be (lowest, highest), numbers or None, e.g. (0, 100)") from exc
+    if any(b is not None and math.isnan(b) for b in (low, high)) or (
+            low is not None and high is not None and low > high):
+        raise SetupError(f"bounds={bounds!r} must have lowest <= highest; swap them or use None for no bound")
+    return low, high

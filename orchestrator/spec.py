@@ -52,13 +52,42 @@ __all__ = [
 ]
 
 
+REFERENCE = "docs/spec.md"
+"""The spec reference, generated from these models (``orchestrator.interfaces.spec_reference``)."""
+
+
+def reference_anchor(path: str) -> str:
+    """Where in docs/spec.md a field path is documented: ``"ladder.0.simulator"`` -> ``"docs/spec.md#ladder-simulator"``,
+    a section for a path inside a free-form table, the top for "(file)" or "(top level)"."""
+    parts = [part for part in path.split(".") if not part.isdigit()]
+    if not parts or parts[0] not in CampaignSpec.model_fields:
+        return REFERENCE
+    section = CampaignSpec.model_fields[parts[0]].annotation
+    fields = getattr(section, "model_fields", None) or getattr(_item_model(parts[0]), "model_fields", {})
+    if len(parts) > 1 and parts[1] in fields:
+        return f"{REFERENCE}#{parts[0]}-{parts[1]}"
+    return f"{REFERENCE}#{parts[0]}"
+
+
+def _item_model(section: str) -> type[BaseModel] | None:
+    return RungSpec if section == "ladder" else None
+
+
 class SpecError(SetupError):
-    """The campaign spec is invalid. ``problems`` holds (field path, message) pairs."""
+    """The campaign spec is invalid. ``problems`` holds (field path, message) pairs; the message links each field's
+    entry in docs/spec.md."""
 
     def __init__(self, source: str, problems: list[tuple[str, str]]):
         self.source, self.problems = source, problems
-        lines = "\n".join(f"  - {path}: {message}" for path, message in problems)
+        lines = "\n".join(f"  - {path}: {message} (see {reference_anchor(path)})" for path, message in problems)
         super().__init__(f"invalid campaign spec {source}:\n{lines}")
+
+
+def _field(default: Any = ..., description: str = "", *, unit: str | None = None, example: Any = None,
+           **constraints: Any) -> Any:
+    """A documented spec field: its description, unit and example land in the JSON Schema and docs/spec.md."""
+    return Field(default, description=description, examples=None if example is None else [example],
+                 json_schema_extra={"unit": unit} if unit else None, **constraints)
 
 
 class _Spec(BaseModel):
@@ -67,10 +96,14 @@ class _Spec(BaseModel):
 
 
 class CampaignMeta(_Spec):
-    name: str = Field(min_length=1, description="human-readable campaign name")
-    kind: CandidateKind = Field(description="candidate kind: molecule, material or conditions")
-    seed: int = Field(default=0, ge=-(2**63), lt=2**63, description="the campaign's seed, a 64-bit integer")
-    description: str = ""
+    """What the campaign is called, what it searches and its seed."""
+
+    name: str = _field(description="human-readable campaign name", example="freesolv-hydration", min_length=1)
+    kind: CandidateKind = _field(description="candidate kind: 'molecule' (SMILES), 'material' (formulas) or "
+                                             "'conditions' (rows of parameter values)", example="molecule")
+    seed: int = _field(0, "the campaign's seed, a 64-bit integer; one seed replays one campaign", example=7,
+                       ge=-(2**63), lt=2**63)
+    description: str = _field("", "free text shown with the campaign", example="hydration free energies, FreeSolv")
 
 
 class ObjectiveSpec(_Spec):
@@ -79,11 +112,16 @@ class ObjectiveSpec(_Spec):
     ``target`` direction means "hit ``target`` within ``tolerance``"; its utility is ``-|value - target|``.
     """
 
-    property: str = Field(default="value", description="name of the measured property")
-    unit: str = ""
-    direction: Literal["maximize", "minimize", "target"]
-    target: float | None = None
-    tolerance: float | None = Field(default=None, gt=0)
+    property: str = _field("value", "name of the measured property (the column of results entered by hand)",
+                           example="dg_hydration")
+    unit: str = _field("", "the property's unit, as shown to people", example="kcal/mol")
+    direction: Literal["maximize", "minimize", "target"] = _field(
+        description="which way is better ('maximise', 'max', 'min' are read too); 'target' needs target and "
+                    "tolerance", example="maximize")
+    target: float | None = _field(None, "direction 'target': the value to hit", unit="objective unit",
+                                  example=-12.0)
+    tolerance: float | None = _field(None, "direction 'target': a hit is within this of target",
+                                     unit="objective unit", example=0.5, gt=0)
 
     @field_validator("direction", mode="before")
     @classmethod
@@ -117,39 +155,48 @@ class SpaceSpec(_Spec):
 
     With ``generate = true`` the space is open: the pool is only the seed library, the llm arm may write new SMILES
     or formulas, and each iteration adds ``neighbours_per_iteration`` edits of the best candidates so far. New
-    candidates must meet ``max_heavy_atoms`` / ``max_atoms`` and ``elements``.
+    candidates must meet ``max_heavy_atoms`` / ``max_atoms`` and ``elements``. Inline conditions are tables of
+    parameter values; a key named by ``lab.oracle_column`` (or a table rung's ``column``) is that row's measured value,
+    not a parameter.
     """
 
-    pool: str | None = Field(default=None, description="CSV file, relative to the spec file")
-    column: str | None = Field(default=None, description="the column holding SMILES or formulas")
-    columns: list[str] | None = Field(default=None, description="parameter columns, for kind = conditions")
-    inline: list[Any] | None = Field(default=None, description="candidates given inline instead of a pool")
-    features: Literal["auto", "parameters", "columns"] = Field(
-        default="auto",
-        description="conditions: 'parameters' encodes each parameter (one-hot or scaled); 'columns' reads what each "
-                    "column holds (Morgan bits for SMILES, composition features for formulas, scaled numbers, "
-                    "one-hot categories); 'auto' is 'columns' when a column holds SMILES or formulas, else "
-                    "'parameters' (the two agree on numbers and categories)")
-    stream: Literal["auto"] | bool = Field(
-        default="auto",
-        description="conditions pools: keep only compact row codes and compute features, acquisition and dedup chunk by "
-                    "chunk (true), load every row as a candidate (false), or stream when the in-memory pool would "
-                    "exceed its memory budget ('auto', orchestrator.space.compact.should_stream)")
-    generate: bool = Field(default=False, description="open space: propose new molecules or compositions")
-    max_heavy_atoms: int | None = Field(default=30, gt=0, description="generator mode: largest molecule, heavy atoms")
-    max_atoms: int | None = Field(default=12, gt=0, description="generator mode: largest formula unit, atoms")
-    elements: list[str] | None = Field(default=None, description="generator mode: allowed element symbols (None: any)")
-    neighbours_per_iteration: int = Field(default=48, ge=0, description="generator mode: edits of the best added per iteration")
-    on_bad_rows: Literal["refuse", "skip"] = Field(
-        default="refuse",
-        description="a pool row whose candidate does not parse, whose lab value is empty, text or infinite, or that "
-                    "repeats a candidate with different values: 'refuse' stops with the rows named; 'skip' leaves "
-                    "them out and reports every one (a warning, and the CampaignStarted event)")
-    replicates: Literal["must_agree", "average"] = Field(
-        default="must_agree",
-        description="rows of one candidate (replicates, or spellings of one molecule): 'must_agree' merges them only "
-                    "when their lab and table-rung values are equal (others are bad rows); 'average' averages them, "
-                    "with a warning that counts the groups")
+    pool: str | None = _field(None, "CSV file, relative to the spec file (give pool or inline)",
+                              example="freesolv.csv")
+    column: str | None = _field(None, "the pool column holding SMILES or formulas (molecules, materials)",
+                                example="smiles")
+    columns: list[str] | None = _field(None, "parameter columns, for kind = conditions",
+                                       example=["base", "temperature_c"])
+    inline: list[Any] | None = _field(
+        None, "candidates given inline instead of a pool: SMILES or formulas, or tables of parameter values for "
+              "conditions", example=[{"temperature_c": 60, "solvent": "water", "yield_pct": 71.0}])
+    features: Literal["auto", "parameters", "columns"] = _field(
+        "auto",
+        "conditions: 'parameters' encodes each parameter (one-hot or scaled); 'columns' reads what each column holds "
+        "(Morgan bits for SMILES, composition features for formulas, scaled numbers, one-hot categories); 'auto' is "
+        "'columns' when a column holds SMILES or formulas, else 'parameters' (the two agree on numbers and "
+        "categories). A column that mixes formulas and SMILES needs 'parameters'", example="parameters")
+    stream: Literal["auto"] | bool = _field(
+        "auto",
+        "conditions pools: keep only compact row codes and compute features, acquisition and dedup chunk by chunk "
+        "(true), load every row as a candidate (false), or stream when the in-memory pool would exceed its memory "
+        "budget ('auto', orchestrator.space.compact.should_stream)", example=True)
+    generate: bool = _field(False, "open space: propose new molecules or compositions", example=True)
+    max_heavy_atoms: int | None = _field(30, "generator mode: largest molecule", unit="heavy atoms", example=25, gt=0)
+    max_atoms: int | None = _field(12, "generator mode: largest formula unit", unit="atoms", example=10, gt=0)
+    elements: list[str] | None = _field(None, "generator mode: allowed element symbols (None: any)",
+                                        example=["Li", "Fe", "P", "O"])
+    neighbours_per_iteration: int = _field(48, "generator mode: edits of the best added per iteration",
+                                           unit="candidates", example=24, ge=0)
+    on_bad_rows: Literal["refuse", "skip"] = _field(
+        "refuse",
+        "a pool row whose candidate does not parse, whose lab value is empty, text or infinite, or that repeats a "
+        "candidate with different values: 'refuse' stops with the rows named; 'skip' leaves them out and reports "
+        "every one (a warning, and the CampaignStarted event)", example="skip")
+    replicates: Literal["must_agree", "average"] = _field(
+        "must_agree",
+        "rows of one candidate (replicates, or spellings of one molecule): 'must_agree' merges them only when their "
+        "lab and table-rung values are equal (others are bad rows); 'average' averages them, with a warning that "
+        "counts the groups", example="average")
 
     @model_validator(mode="after")
     def _one_source(self) -> SpaceSpec:
@@ -164,20 +211,24 @@ class SpaceSpec(_Spec):
 
 
 class RungSpec(_Spec):
-    """One rung of the fidelity ladder.
+    """One rung of the fidelity ladder (a ``[[ladder]]`` table per rung, cheapest first).
 
     ``simulator = "table"`` reads ``column`` of the pool. ``proxy`` marks the property (if any) that estimates the
     lab objective; promotion to the lab ranks by it.
     """
 
-    name: str
-    simulator: str = Field(description="registered simulator name, e.g. 'table' or 'rdkit_descriptors'")
-    column: str | None = None
-    property: str | None = None
-    proxy: str | None = Field(default=None, description="property that estimates the objective, in its unit")
-    cost_s: float = Field(default=0.0, ge=0, description="cost per evaluation for table rungs, seconds")
-    capacity: int | None = Field(default=None, gt=0, description="most candidates this rung takes per iteration")
-    parameters: dict[str, Any] = Field(default_factory=dict)
+    name: str = _field(description="the rung's name, unique in the ladder ('lab' is reserved)", example="xtb")
+    simulator: str = _field(description="registered simulator name (see Simulators below)", example="xtb")
+    column: str | None = _field(None, "simulator 'table': the pool column holding this rung's values",
+                                example="calc")
+    property: str | None = _field(None, "the simulator property the rung reports", example="dg_solv_kcal_mol")
+    proxy: str | None = _field(None, "property that estimates the objective, in the objective's unit",
+                               example="dg_solv_kcal_mol")
+    cost_s: float = _field(0.0, "cost per evaluation for table rungs", unit="s", example=30.0, ge=0)
+    capacity: int | None = _field(None, "most candidates this rung takes per iteration", unit="candidates",
+                                  example=16, gt=0)
+    parameters: dict[str, Any] = Field(default_factory=dict, description="the simulator's keyword arguments",
+                                       examples=[{"method": "GFN2-xTB"}])
 
     @model_validator(mode="after")
     def _table_needs_column(self) -> RungSpec:
@@ -189,42 +240,55 @@ class RungSpec(_Spec):
 class ScreeningSpec(_Spec):
     """How rungs run and when a rung counts as informative about the lab."""
 
-    executor: Literal["serial", "process", "ray"] = Field(default="process", description="where simulators run")
-    cheap_s: float = Field(default=0.05, ge=0, description="rungs cheaper than this per candidate run in-process, s")
-    timeout_s: float | None = Field(default=600.0, gt=0, description="per-evaluation timeout, seconds")
-    min_pairs: int = Field(default=5, ge=3, description="lab pairs needed before a rung can be judged")
-    min_informativeness: float = Field(default=0.3, ge=0, le=1, description="|Spearman ρ| below which a rung is skipped")
-    survey_share: float = Field(
-        default=0.5, ge=0, le=1,
-        description="share of the compute budget that may go to reading proxy rungs over the whole design space "
-                    "(a rung whose pool-wide cost fits is surveyed once; the rest is paced over escalations)")
+    executor: Literal["serial", "process", "ray"] = _field("process", "where simulators run", example="serial")
+    cheap_s: float = _field(0.05, "rungs cheaper than this per candidate run in-process", unit="s", example=0.1,
+                            ge=0)
+    timeout_s: float | None = _field(600.0, "per-evaluation timeout", unit="s", example=120.0, gt=0)
+    min_pairs: int = _field(5, "lab pairs needed before a rung can be judged", unit="pairs", example=8, ge=3)
+    min_informativeness: float = _field(0.3, "|Spearman ρ| below which a rung is skipped", example=0.4, ge=0, le=1)
+    survey_share: float = _field(
+        0.5, "share of the compute budget that may go to reading proxy rungs over the whole design space (a rung "
+             "whose pool-wide cost fits is surveyed once; the rest is paced over escalations)", unit="fraction",
+        example=0.25, ge=0, le=1)
 
 
 class LabSpec(_Spec):
     """The lab: a driver and its parameters; the SimLab's ground truth is a pool column or an inline mapping."""
 
-    driver: str = "simlab"
-    oracle_column: str | None = Field(default=None, description="pool column holding the true objective")
-    oracle: dict[str, Annotated[float, AllowInfNan()]] | None = Field(
-        default=None, description="inline ground truth, raw input -> value")  # non-finite values: _finite_truth
-    oracle_simulator: str | None = Field(
-        default=None, description="a simulator whose property is the SimLab's ground truth (open spaces, digital twins)")
-    oracle_property: str | None = Field(default=None, description="the oracle simulator's property, objective unit")
-    oracle_parameters: dict[str, Any] = Field(default_factory=dict, description="the oracle simulator's keyword arguments")
-    noise_sd: float = Field(default=0.0, ge=0, description="measurement noise, objective unit")
-    parameters: dict[str, Any] = Field(default_factory=dict, description="driver keyword arguments")
-    steps: list[str] | None = Field(default=None, description="the stations each job visits, in order; default: the driver's")
-    wait: Literal["any", "all"] = Field(
-        default="any", description="'any': refill the lab as each job finishes (pending-aware); 'all': whole batches")
-    max_pending: int | None = Field(
-        default=None, gt=0, description="jobs in the lab at once; default: the driver's parallel capacity")
-    failure_policy: Literal["retry", "skip", "abort", "ask"] = Field(
-        default="retry", description="what a failed job triggers; 'ask' waits for a human")
-    max_retries: int = Field(default=2, ge=0, description="retries per candidate under the 'retry' policy")
-    retry_backoff_s: float = Field(default=600.0, ge=0, description="lab-clock wait before a retry, doubling, s")
-    ttl_s: float | None = Field(default=None, gt=0, description="a job not finished this long after submission fails, s")
-    tolerated_failure_rate: float = Field(default=0.5, gt=0, le=1, description="halt the campaign above this rate")
-    min_jobs_for_failure_rate: int = Field(default=6, ge=1, description="jobs needed before the rate is judged")
+    driver: str = _field("simlab", "registered driver name (see Lab drivers below); 'manual': a person enters "
+                                   "results", example="manual")
+    oracle_column: str | None = _field(None, "pool column (or inline conditions key) holding the true objective",
+                                       example="expt")
+    oracle: dict[str, Annotated[float, AllowInfNan()]] | None = _field(  # non-finite values: _finite_truth
+        None, "inline ground truth for inline molecules or materials, raw input -> value (objective unit)",
+        example={"CCO": 1.0, "CCCO": 2.0})
+    oracle_simulator: str | None = _field(
+        None, "a simulator whose property is the SimLab's ground truth (open spaces, digital twins)", example="xtb")
+    oracle_property: str | None = _field(None, "the oracle simulator's property, objective unit",
+                                         example="dg_solv_kcal_mol")
+    oracle_parameters: dict[str, Any] = Field(default_factory=dict, description="the oracle simulator's keyword "
+                                              "arguments", examples=[{"method": "GFN2-xTB"}])
+    noise_sd: float = _field(0.0, "measurement noise (sd)", unit="objective unit", example=0.3, ge=0)
+    parameters: dict[str, Any] = Field(
+        default_factory=dict, description="driver keyword arguments; for simlab see Lab parameters and "
+                                          "[lab.parameters.envelope] below",
+        examples=[{"transfer_s": 60.0, "envelope": {"parameters": {"temperature_c": [25, 120, "°C"]}}}])
+    steps: list[str] | None = _field(None, "the stations each job visits, in order; default: the driver's",
+                                     example=["synthesis", "characterisation"])
+    wait: Literal["any", "all"] = _field(
+        "any", "'any': refill the lab as each job finishes (pending-aware); 'all': whole batches", example="all")
+    max_pending: int | None = _field(None, "jobs in the lab at once; default: the driver's parallel capacity",
+                                     unit="jobs", example=4, gt=0)
+    failure_policy: Literal["retry", "skip", "abort", "ask"] = _field(
+        "retry", "what a failed job triggers; 'ask' waits for a human", example="skip")
+    max_retries: int = _field(2, "retries per candidate under the 'retry' policy", unit="retries", example=1, ge=0)
+    retry_backoff_s: float = _field(600.0, "lab-clock wait before a retry, doubling", unit="s", example=300.0, ge=0)
+    ttl_s: float | None = _field(None, "a job not finished this long after submission fails", unit="s",
+                                 example=86400.0, gt=0)
+    tolerated_failure_rate: float = _field(0.5, "halt the campaign above this failure rate", unit="fraction",
+                                           example=0.3, gt=0, le=1)
+    min_jobs_for_failure_rate: int = _field(6, "jobs needed before the rate is judged", unit="jobs", example=10,
+                                            ge=1)
 
     @field_validator("oracle")
     @classmethod
@@ -244,45 +308,53 @@ class LabSpec(_Spec):
 
 
 class BudgetSpec(_Spec):
-    lab_experiments: int = Field(gt=0, description="lab experiments, count")
-    lab_hours: float | None = Field(default=None, gt=0, description="simulated lab time, hours")
-    compute_seconds: float | None = Field(
-        default=None, gt=0,
-        description="simulator compute, seconds; paced over the lab budget, it limits who climbs the ladder")
+    """What the campaign may spend: lab experiments, and optionally lab time and simulator compute."""
+
+    lab_experiments: int = _field(description="lab experiments", unit="experiments", example=24, gt=0)
+    lab_hours: float | None = _field(None, "simulated lab time", unit="h", example=72.0, gt=0)
+    compute_seconds: float | None = _field(
+        None, "simulator compute, paced over the lab budget; it limits who climbs the ladder", unit="s",
+        example=3600.0, gt=0)
 
 
 class PlannerSpec(_Spec):
     """Planner arms. ``main`` proposes most experiments; ``control`` gets ``control_share`` of the lab budget."""
 
-    main: str = Field(default="bo", description="a planner arm: llm, bo, random or one added with register_planner")
-    control: str | None = Field(default="random", description="bo, random or a registered arm; None for no control")
-    model: str | None = Field(
-        default=None, description="llm arm: 'provider:model', a .gguf path, or None for the embedded SmolLM2")
-    max_repair_rounds: int = Field(default=2, ge=0, description="llm arm: repair rounds before the bo fallback")
-    shortlist_size: int | None = Field(
-        default=None, gt=0, description="llm arm: the size of bo's batch the model chooses from per call; default "
-                                        "twice the proposals asked for, so a model that knows nothing measures bo's "
-                                        "next-best candidates (with one proposal per lab slot, twice the model's own "
-                                        "picks, the candidates that follow bo's anchors)")
-    llm_tool_steps: int = Field(
-        default=0, ge=0, description="llm arm: rounds in which a tool-calling model may call predict, simulate, "
-                                     "history, similar and constraints itself (provider models that call tools; local "
-                                     "GGUF models get the tool results in the prompt); 0 puts them in the prompt only")
-    llm_anchors: bool = Field(
-        default=True, description="llm arm: when the screen weighs several proposals per lab slot, one of each slot's "
-                                  "proposals is bo's pick and the model chooses the others, so the ladder's evidence, "
-                                  "not the model alone, decides whether a model pick displaces the surrogate's; with "
-                                  "one proposal per slot, the model explores one slot per batch until its lab record "
-                                  "shows (95 % credible) that its picks beat bo's, then earns a larger share (the "
-                                  "rest are bo's); false lets the model choose every proposal")
-    control_share: float = Field(default=0.2, ge=0, lt=1)
-    batch_size: int = Field(default=4, gt=0, description="lab experiments per iteration")
-    n_initial: int = Field(default=4, ge=1, description="random lab experiments before the surrogate is used")
-    proposals_per_slot: int = Field(default=3, ge=1, description="proposals screened per lab slot (main arm)")
-    kernel: Literal["auto", "matern52", "rbf", "tanimoto", "tanimoto_matern52", "evidence"] = Field(
-        default="auto", description="the surrogate's kernel; auto chooses by the pool's columns: tanimoto on bits, "
-                                    "tanimoto_matern52 on SMILES beside numbers, matern52 otherwise; evidence "
-                                    "chooses at each refit by leave-one-out predictive density on the lab data")
+    main: str = _field("bo", "a planner arm (see Planner arms below) or one added with register_planner",
+                       example="llm")
+    control: str | None = _field("random", "bo, random or a registered arm; leave it out with control_share = 0 "
+                                           "for no control", example="bo")
+    model: str | None = _field(
+        None, "llm arm: 'provider:model', a .gguf path, or None for the embedded SmolLM2",
+        example="anthropic:claude-sonnet-4-5")
+    max_repair_rounds: int = _field(2, "llm arm: repair rounds before the bo fallback", unit="rounds", example=1,
+                                    ge=0)
+    shortlist_size: int | None = _field(
+        None, "llm arm: the size of bo's batch the model chooses from per call; default twice the proposals asked "
+              "for, so a model that knows nothing measures bo's next-best candidates (with one proposal per lab "
+              "slot, twice the model's own picks, the candidates that follow bo's anchors)", unit="candidates",
+        example=16, gt=0)
+    llm_tool_steps: int = _field(
+        0, "llm arm: rounds in which a tool-calling model may call predict, simulate, history, similar and "
+           "constraints itself (provider models that call tools; local GGUF models get the tool results in the "
+           "prompt); 0 puts them in the prompt only", unit="rounds", example=3, ge=0)
+    llm_anchors: bool = _field(
+        True, "llm arm: when the screen weighs several proposals per lab slot, one of each slot's proposals is bo's "
+              "pick and the model chooses the others, so the ladder's evidence, not the model alone, decides whether "
+              "a model pick displaces the surrogate's; with one proposal per slot, the model explores one slot per "
+              "batch until its lab record shows (95 % credible) that its picks beat bo's, then earns a larger share "
+              "(the rest are bo's); false lets the model choose every proposal", example=False)
+    control_share: float = _field(0.2, "share of the lab budget that goes to the control arm", unit="fraction",
+                                  example=0.0, ge=0, lt=1)
+    batch_size: int = _field(4, "lab experiments per iteration", unit="experiments", example=8, gt=0)
+    n_initial: int = _field(4, "random lab experiments before the surrogate is used", unit="experiments",
+                            example=6, ge=1)
+    proposals_per_slot: int = _field(3, "proposals screened per lab slot (main arm)", unit="proposals", example=2,
+                                     ge=1)
+    kernel: Literal["auto", "matern52", "rbf", "tanimoto", "tanimoto_matern52", "evidence"] = _field(
+        "auto", "the surrogate's kernel; auto chooses by the pool's columns: tanimoto on bits, tanimoto_matern52 on "
+                "SMILES beside numbers, matern52 otherwise; evidence chooses at each refit by leave-one-out "
+                "predictive density on the lab data", example="tanimoto")
 
     @field_validator("main", "control")
     @classmethod
@@ -308,33 +380,44 @@ class PlannerSpec(_Spec):
 class ApprovalSpec(_Spec):
     """``auto`` approves batches of at most ``max_auto_jobs``; ``interrupt`` waits for a human at every batch."""
 
-    policy: Literal["auto", "interrupt"] = "auto"
-    max_auto_jobs: int = Field(default=1000, gt=0)
+    policy: Literal["auto", "interrupt"] = _field(
+        "auto", "'auto' approves batches up to max_auto_jobs; 'interrupt' asks a person to approve each batch "
+                "(the campaign waits for approval)", example="interrupt")
+    max_auto_jobs: int = _field(1000, "largest batch approved without asking", unit="jobs", example=8, gt=0)
 
 
 class RewardSpec(_Spec):
-    rubric: str = Field(default="default", description="built-in rubric name or a TOML path relative to the spec")
+    """The rubric that scores the campaign's decisions (for the planners' training and the report's RL section)."""
+
+    rubric: str = _field("default", "built-in rubric name or a TOML path relative to the spec",
+                         example="rubrics/strict.toml")
 
 
 class StopSpec(_Spec):
-    on_target: bool = Field(default=False, description="stop at the first lab hit")
-    threshold: float | None = Field(default=None, description="a hit for maximize/minimize, objective unit")
-    max_iterations: int | None = Field(default=None, gt=0)
+    """When the campaign stops before its budget is spent."""
+
+    on_target: bool = _field(False, "stop at the first lab hit", example=True)
+    threshold: float | None = _field(None, "a hit for maximize/minimize", unit="objective unit", example=85.0)
+    max_iterations: int | None = _field(None, "most plan-measure iterations", unit="iterations", example=10, gt=0)
 
 
 class CampaignSpec(_Spec):
-    campaign: CampaignMeta
-    objective: ObjectiveSpec
-    space: SpaceSpec
-    ladder: list[RungSpec] = Field(default_factory=list)
-    screening: ScreeningSpec = ScreeningSpec()
-    lab: LabSpec
-    budget: BudgetSpec
-    planner: PlannerSpec = PlannerSpec()
-    approval: ApprovalSpec = ApprovalSpec()
-    rewards: RewardSpec = RewardSpec()
-    stop: StopSpec = StopSpec()
-    base_dir: str = Field(default=".", description="directory that relative paths resolve against")
+    """A campaign: one TOML file with the sections below; relative paths in it resolve against its directory."""
+
+    campaign: CampaignMeta = _field(description="[campaign]: name, kind and seed")
+    objective: ObjectiveSpec = _field(description="[objective]: the measured property and which way is better")
+    space: SpaceSpec = _field(description="[space]: the design space, a CSV pool or inline candidates")
+    ladder: list[RungSpec] = Field(default_factory=list,
+                                   description="[[ladder]]: the fidelity ladder, cheapest rung first; may be empty")
+    screening: ScreeningSpec = _field(ScreeningSpec(), "[screening]: how rungs run and are judged")
+    lab: LabSpec = _field(description="[lab]: the lab driver, its parameters and the simulated lab's ground truth")
+    budget: BudgetSpec = _field(description="[budget]: lab experiments, lab time and compute")
+    planner: PlannerSpec = _field(PlannerSpec(), "[planner]: the planner arms and their settings")
+    approval: ApprovalSpec = _field(ApprovalSpec(), "[approval]: the approval gate before each batch")
+    rewards: RewardSpec = _field(RewardSpec(), "[rewards]: the rubric that scores decisions")
+    stop: StopSpec = _field(StopSpec(), "[stop]: early stopping")
+    base_dir: str = _field(".", "directory that relative paths resolve against; load_spec sets it to the spec "
+                                "file's directory", example="campaigns/freesolv")
 
     @model_validator(mode="after")
     def _unique_rungs(self) -> CampaignSpec:

@@ -30,13 +30,13 @@ EXPECTED_TEXT = {
     "02_plug_in_a_driver.ipynb": [
         "is outside the plate reader envelope 200..1000 nm",  # the driver's envelope refused a job at submit
         "instrument driver 'plate_reader' is not registered",  # before registration: a clear SetupError
-        "registered drivers: http, madsci, plate_reader, pylabrobot, recorded, sila2, simlab",  # the throwaway distribution's entry point was found
+        "registered drivers: http, madsci, manual, plate_reader, pylabrobot, recorded, sila2, simlab",  # the throwaway distribution's entry point was found
         "load_driver('plate_reader') built PlateReaderDriver",
         "test_fault_surfaces_as_a_failed_result",  # the contract table lists the fault test (faulty_driver_factory)
         "campaign finished: lab budget used: 10 of 10 experiments",  # the campaign ran to the SMOKE_TEST budget
         "plate_reader 0.1.0",  # the summary names the plugged-in driver
         "instruments.adapters.sila2_driver:Sila2Driver",  # the lab-software adapters, listed from their entry points
-        "registered drivers after clean-up: http, madsci, pylabrobot, recorded, sila2, simlab",
+        "registered drivers after clean-up: http, madsci, manual, pylabrobot, recorded, sila2, simlab",
     ],
     "03_replay_experiment_logs.ipynb": [
         '"identical": true',  # exact replay of the recorded campaign

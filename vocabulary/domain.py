@@ -483,6 +483,7 @@ class Proposal(_Frozen):
     hypothesis: str = ""
     rationale: str = ""
     expected: float | None = Field(default=None, description="expected objective value, in the objective's unit")
+    expected_sd: float | None = Field(default=None, description="sd of the expected value, in the objective's unit")
     acquisition: float | None = Field(default=None, description="acquisition value that ranked it, if any")
     is_fallback: bool = Field(default=False, description="filled in by the bo arm after the llm arm's repair rounds ran out")
     is_bo_pick: bool | None = Field(

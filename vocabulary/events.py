@@ -13,11 +13,19 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator
-from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from vocabulary.event_base import (
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    Event,
+    EventPayload,
+    batch_records,
+    expand_batches,
+    parse_payload,
+)
 
 __all__ = [
     "EVENT_TYPES",
@@ -37,6 +45,8 @@ __all__ = [
     "LabBudgetChanged",
     "PlannerModelChanged",
     "Observed",
+    "ResultEntered",
+    "ResultsAwaited",
     "Promoted",
     "Proposed",
     "Rejected",
@@ -62,31 +72,6 @@ __all__ = [
     "parse_payload",
 ]
 
-SCHEMA_VERSION = 1
-
-
-EVENT_TYPES: dict[str, type[EventPayload]] = {}
-"""Every payload class by its ``type``; a subclass registers itself when it is defined."""
-
-
-class EventPayload(BaseModel):
-    """Base of every event payload. ``type`` and ``schema_version`` are class-level constants."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    type: ClassVar[str]
-    schema_version: ClassVar[int] = SCHEMA_VERSION
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        name = cls.__dict__.get("type")
-        if name is None:
-            return  # an abstract intermediate class
-        if name in EVENT_TYPES and EVENT_TYPES[name].__qualname__ != cls.__qualname__:
-            raise TypeError(f"event type {name!r} is defined twice ({EVENT_TYPES[name].__qualname__}, {cls.__qualname__})")
-        EVENT_TYPES[name] = cls
-
-
 class CampaignStarted(EventPayload):
     type: ClassVar[str] = "CampaignStarted"
     name: str
@@ -110,6 +95,8 @@ class Proposed(EventPayload):
     hypothesis: str = ""
     rationale: str = ""
     expected: float | None = None
+    expected_sd: float | None = Field(default=None, description="the planner's sd of ``expected``, objective unit; "
+                                                                "None where it has none (and in older ledgers)")
     acquisition: float | None = None
     is_fallback: bool = False
     is_bo_pick: bool | None = Field(
@@ -271,6 +258,31 @@ class Observed(EventPayload):
     provenance: Literal["lab", "imported"] = "lab"
     driver: str = ""
     observe_iteration: int | None = Field(default=None, description="the observe round that recorded it")
+
+
+class ResultEntered(EventPayload):
+    """A lab result a person entered by hand for an open job of a ``manual`` lab; ``observe`` records it as the
+    job's ``Observed`` (``orchestrator.loop.manual_results``)."""
+
+    type: ClassVar[str] = "ResultEntered"
+    job_key: str
+    candidate_id: str
+    value: float | None = Field(description="objective property as measured, in its unit; None when failed")
+    uncertainty: float | None = Field(default=None, description="one standard deviation, in the objective's unit")
+    status: Literal["ok", "failed"] = "ok"
+    reason: str | None = None
+    sim_time_s: float = Field(description="lab clock when it was measured, seconds since campaign start")
+    by: str = Field(description="'human' or 'human:<name>'")
+    source: str = Field(default="", description="where it came from: 'csv:<file>@<hash> line <n>', 'python', ...")
+
+
+class ResultsAwaited(EventPayload):
+    """A manual lab's run ended with ``job_keys`` still at the bench: the campaign waits for their results (status
+    ``waiting_for_results`` until the next result or dispatch)."""
+
+    type: ClassVar[str] = "ResultsAwaited"
+    iteration: int
+    job_keys: list[str]
 
 
 class FailureHandled(EventPayload):
@@ -537,62 +549,3 @@ class CampaignStopped(EventPayload):
     n_lab: int
     best_candidate_id: str | None = None
     best_value: float | None = None
-
-
-
-
-def parse_payload(event_type: str, payload: str | dict[str, Any]) -> EventPayload:
-    """Rebuild a typed payload from its type name and JSON text (or dict)."""
-    try:
-        cls = EVENT_TYPES[event_type]
-    except KeyError as exc:
-        raise ValueError(f"event type {event_type!r} is unknown; known types: {sorted(EVENT_TYPES)}") from exc
-    return cls.model_validate_json(payload) if isinstance(payload, str) else cls.model_validate(payload)
-
-
-def batch_records(event_type: str, payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """A stored batch event (``Screened``, ``RungsAssessed``, ``RungsValidated``) as ``(type, payload)`` pairs of the
-    per-item events older ledgers hold, in order: each item with the batch's other fields (its iteration, ...); any
-    other event as itself. Works on the stored dicts, without validating them.
-
-    Example:
-        >>> step = {"kind": "promoted", "candidate_id": "X", "from_rung": "a", "to_rung": "lab", "decision": "hold"}
-        >>> batch_records("Screened", {"iteration": 2, "steps": [step]})[0]
-        ('Promoted', {'iteration': 2, 'candidate_id': 'X', 'from_rung': 'a', 'to_rung': 'lab', 'decision': 'hold'})
-    """
-    cls = EVENT_TYPES.get(event_type)
-    field = getattr(cls, "items_field", None)
-    if field is None:
-        return [(event_type, payload)]
-    common = {k: v for k, v in payload.items() if k != field}
-    return [(cls.item_types[item.get("kind", "")], {**common, **{k: v for k, v in item.items() if k != "kind"}})
-            for item in payload[field]]
-
-
-class Event(BaseModel):
-    """The envelope of one ledger entry, as read back."""
-
-    model_config = ConfigDict(frozen=True)
-    campaign_id: str
-    seq: int
-    type: str
-    schema_version: int
-    payload: dict[str, Any]
-    idempotency_key: str
-    actor: str
-    at: datetime
-
-    def typed(self) -> EventPayload:
-        """The payload as its typed model."""
-        return parse_payload(self.type, self.payload)
-
-
-def expand_batches(events: Iterable[Event]) -> Iterator[Event]:
-    """Events with every batch event (``Screened``, ``RungsAssessed``, ``RungsValidated``) replaced by its items as
-    the per-item events older ledgers hold (same envelope and seq), so a reader written for those reads both shapes."""
-    for event in events:
-        if getattr(EVENT_TYPES.get(event.type), "items_field", None) is None:
-            yield event
-            continue
-        for event_type, payload in batch_records(event.type, event.payload):
-            yield event.model_copy(update={"type": event_type, "payload": payload})

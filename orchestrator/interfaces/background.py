@@ -63,9 +63,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RunState = Literal["starting", "running", "stopping", "paused", "awaiting_approval", "awaiting_decision", "finished",
+RunState = Literal["starting", "running", "stopping", "paused", "waiting_for_approval", "awaiting_decision", "finished",
                    "failed"]
-"""Where a background run is. ``paused``: stopped on request (or its stream ended) and resumable; ``awaiting_approval``:
+"""Where a background run is. ``paused``: stopped on request (or its stream ended) and resumable; ``waiting_for_approval``:
 the approve node waits for an answer; ``awaiting_decision``: failed lab jobs wait for a human (retry/skip/abort);
 ``finished``: the campaign stopped (budget, target or criterion); ``failed``: an error ended the run."""
 
@@ -175,7 +175,7 @@ class BackgroundRun:
             return "finished", None
         question = campaign.pending_interrupt
         if question is not None:
-            return ("awaiting_approval" if "job_keys" in question else "awaiting_decision"), question
+            return ("waiting_for_approval" if "job_keys" in question else "awaiting_decision"), question
         return "paused", None
 
     def _request_stop(self) -> bool:
@@ -188,8 +188,12 @@ class BackgroundRun:
             return True
 
 
-def check_approval(campaign: Campaign, approval: bool | list[str]) -> None:
-    """Refuse an answer the campaign's graph did not ask for: no pending approval, or job keys it did not name."""
+def check_approval(campaign: Campaign, approval: Any) -> None:
+    """Refuse an answer the campaign's graph did not ask for: no pending approval, or job keys it did not name (to
+    approve, or in ``reasons``); ``approval`` is plain or wrapped with reasons (``loop.human_answer``)."""
+    from orchestrator.loop.human_answer import denial_reasons, plain_answer
+
+    wrapped, approval = approval, plain_answer(approval)
     question = campaign.pending_interrupt
     if question is None or "job_keys" not in question:
         what = "is not waiting for an approval" if question is None else "waits for a decision on failed lab jobs"
@@ -200,6 +204,12 @@ def check_approval(campaign: Campaign, approval: bool | list[str]) -> None:
         if unknown:
             raise NotAwaitingApproval(f"job keys {unknown} are not in the pending batch of campaign "
                                       f"{campaign.campaign_id!r}; approve some of {question['job_keys']}")
+    reasons = wrapped.get("reasons") if isinstance(wrapped, dict) else None
+    unknown = [k for k in (reasons or {}) if k not in set(question["job_keys"])]
+    if unknown:
+        raise NotAwaitingApproval(f"reasons given for job keys {unknown}, which are not in the pending batch of "
+                                  f"campaign {campaign.campaign_id!r}; give reasons for some of {question['job_keys']}")
+    denial_reasons(wrapped, list(question["job_keys"]))  # a reason that is not one printable line is refused here
 
 
 def check_decision(campaign: Campaign, decision: str | dict[str, str]) -> None:
@@ -235,8 +245,18 @@ def pending_approval(ledger: Ledger, campaign_id: str) -> dict[str, Any] | None:
     iteration = requested.payload["iteration"]
     if ledger.iteration_events(campaign_id, "Approved", iteration):
         return None
-    return {"iteration": iteration, "job_keys": requested.payload["job_keys"], "policy": requested.payload["policy"],
-            "requested_seq": requested.seq}
+    from types import SimpleNamespace
+
+    from orchestrator.loop.jobs import parse_job_key
+    from orchestrator.loop.predictions import predictions
+
+    keys = requested.payload["job_keys"]
+    candidate_ids = [parse_job_key(campaign_id, k)[0] for k in keys]
+    predicted = predictions(SimpleNamespace(ledger=ledger, campaign_id=campaign_id), candidate_ids)
+    return {"iteration": iteration, "job_keys": keys, "policy": requested.payload["policy"],
+            "requested_seq": requested.seq,
+            "predictions": [{"job_key": k, "predicted": predicted[cid].mean, "sd": predicted[cid].sd}
+                            for k, cid in zip(keys, candidate_ids, strict=True)]}
 
 
 def pending_failure_decision(ledger: Ledger, campaign_id: str) -> dict[str, Any] | None:
@@ -295,8 +315,9 @@ class BackgroundRuns:
 
         return self._launch(campaign_id, lambda: Campaign.resume(campaign_id, db=self.db, lab_budget=lab_budget))
 
-    def approve(self, campaign_id: str, approval: bool | list[str], *, by: str | None = None) -> BackgroundRun:
-        """Answer a pending approval (True: all, False: none, or the job keys to approve) and keep driving.
+    def approve(self, campaign_id: str, approval: Any, *, by: str | None = None) -> BackgroundRun:
+        """Answer a pending approval (True: all, False: none, or the job keys to approve; or any of these wrapped as
+        ``{"answer": ..., "reasons": {job_key: why}, "reason": why}``) and keep driving.
 
         ``by`` names who answered (recorded as ``human:NAME``; ``human`` without it); a name that is not valid is
         refused (``InvalidApprover``) before the campaign is opened.
@@ -304,7 +325,7 @@ class BackgroundRuns:
         from orchestrator.loop.campaign import Campaign
         from orchestrator.loop.human_answer import checked_name
 
-        if approval is None:
+        if approval is None or (isinstance(approval, dict) and approval.get("answer") is None):
             raise ValueError("give True, False or a list of job keys")
         by = checked_name(by)
         return self._launch(campaign_id, lambda: Campaign.resume(campaign_id, db=self.db), approval=approval,

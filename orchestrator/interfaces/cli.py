@@ -60,10 +60,30 @@ class _RedactingFilter(logging.Filter):
         return True
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes each record to ``sys.stderr`` as it is when the record comes: rich's live progress bar redirects it,
+    so a log line prints above the bar instead of through it."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log progress details")] = False) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:
+    # Not logging.basicConfig: once anything has put a handler on the root logger (a test runner, a library, an
+    # embedding program) it does nothing at all, not even set the level, and `-v` would print nothing more.
+    root = logging.getLogger()
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    if not any(isinstance(handler, _StderrHandler) for handler in root.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    for handler in root.handlers:
         if not any(isinstance(f, _RedactingFilter) for f in handler.filters):
             handler.addFilter(_RedactingFilter())
 
@@ -79,6 +99,7 @@ def run(
     campaign_id: Annotated[str | None, typer.Option("--campaign-id", help="id for a new campaign")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="stop after N graph steps (resumable)")] = None,
     approve: Annotated[str | None, typer.Option(help="answer a pending approval: 'all', 'none' or job keys, comma-separated")] = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="with --approve: why the jobs it leaves out are denied (recorded with them)")] = None,
     by: Annotated[str | None, typer.Option("--by", help="who answers approvals and failed-job decisions, recorded as human:NAME (default: your login name)")] = None,
     lab_url: Annotated[str | None, typer.Option("--lab-url", help="run against a remote lab server (token from $CLOSEDLOOP_LAB_TOKEN)")] = None,
     planner: Annotated[str | None, typer.Option("--planner", help="main arm: llm, llm-shuffled, bo, bo-sf, cheap-first, botorch, random or a registered arm")] = None,
@@ -91,7 +112,12 @@ def run(
     candidate_column: Annotated[str | None, typer.Option("--candidate-column", help="--history: the SMILES/formula column (default: the spec's)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")] = False,
 ) -> None:
-    """Run a campaign on its lab (the simulated lab by default) and print a summary."""
+    """Run a campaign on its lab (the simulated lab by default) and print a summary.
+
+    Exit codes: 0 the campaign finished (or paused at --max-steps); 1 it stopped on lab failures; 2 an error; 3 it
+    waits for approval of a lab batch (answer with --resume ID, which asks, or --resume ID --approve all|none|KEYS);
+    4 it waits for lab results entered by hand (a manual lab: `closedloop results add`, then --resume ID).
+    """
     from orchestrator.loop.campaign import Campaign
     from orchestrator.spec import load_spec
 
@@ -130,29 +156,56 @@ def run(
                 out.print(f"imported {imported.n_appended} past result(s) from {rich_safe(history)} "
                           f"({rich_safe(imported.source)})")
         with campaign:
-            answer = _parse_approval(approve)
+            answer = _with_reason(_parse_approval(approve), reason)
             summary = _run_with_progress(campaign, max_steps=max_steps, approval=answer, by=by, quiet=as_json)
             question = campaign.pending_interrupt
             while question is not None and max_steps is None:
-                answer = _answer(question, yes=yes, interactive=sys.stdin.isatty() and not as_json, by=by)
+                answer = _answer(question, yes=yes, interactive=_is_interactive() and not as_json, by=by)
                 if answer is None:
                     break
                 summary = _run_with_progress(campaign, max_steps=None, approval=answer, by=by, quiet=as_json)
                 question = campaign.pending_interrupt
     except ClosedLoopError as exc:
         fail(str(exc))
-    if question is not None:
-        summary["status"] = "awaiting_approval"
+    if question is not None and "job_keys" in question:
+        summary["status"] = "waiting_for_approval"
         summary["approval"] = question
     if as_json:
         emit_json(summary)
     else:
         _print_summary(summary, db=db)
     _exit_if_lab_failed(summary)
+    _exit_if_waiting(summary)
 
 
 EXIT_LAB_FAILED = 1
 """The exit code of a campaign that ran but stopped on lab failures (2 is an error before or while starting)."""
+EXIT_WAITING_FOR_APPROVAL = 3
+"""The exit code of a run that returned with a lab batch waiting for a person's approval."""
+EXIT_WAITING_FOR_RESULTS = 4
+"""The exit code of a run that returned with lab jobs waiting for results a person enters (a manual lab)."""
+
+
+def _is_interactive() -> bool:
+    """Whether a person at a terminal can answer the gate's questions (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def _exit_if_waiting(summary: dict[str, Any]) -> None:
+    """A campaign that waits on a person is not done: exit 3 (an approval) or 4 (results), after the summary."""
+    code = {"waiting_for_approval": EXIT_WAITING_FOR_APPROVAL,
+            "waiting_for_results": EXIT_WAITING_FOR_RESULTS}.get(summary.get("status"))
+    if code is not None:
+        raise typer.Exit(code=code)
+
+
+def _with_reason(answer: Any, reason: str | None) -> Any:
+    """``answer`` wrapped with ``reason`` for its denied jobs (contract 2), or as it is without one."""
+    if reason is None or answer is None:
+        return answer
+    if answer is True:
+        fail("--reason explains the jobs --approve denies; with --approve all none is denied")
+    return {"answer": answer, "reason": reason}
 
 
 def _exit_if_lab_failed(summary: dict[str, Any]) -> None:
@@ -191,24 +244,91 @@ def _answer(question: dict[str, Any], *, yes: bool, interactive: bool, by: str |
         return None
     console.print(f"(your answer is recorded as by {rich_safe(actor(by))}; set the name with --by)", highlight=False)
     if is_approval:
-        for key, label in zip(question["job_keys"], question.get("candidates", []), strict=False):
-            console.print(f"  {rich_safe(key)}  {rich_safe(label)}", highlight=False)
-        reply = typer.prompt(f"approve these {len(question['job_keys'])} lab job(s)? [all/none/comma-separated keys]",
-                             default="all")
-        return _parse_approval(reply)
+        console.print(_batch_table(question))
+        return _ask_approval(question["job_keys"])
     for failure in question.get("failures", []):
         console.print(f"  {rich_safe(failure['job_key'])}: {rich_safe(failure['reason'])}", highlight=False)
     return typer.prompt("what should happen to these failed jobs? [retry/skip/abort]", default="retry")
 
 
+def _batch_table(question: dict[str, Any]) -> Table:
+    """The lab batch a campaign waits on: each job's number, candidate, key and the surrogate's prediction."""
+    from orchestrator.loop.predictions import Prediction
+
+    unit = question.get("unit") or ""
+    table = Table(title=f"lab batch of iteration {question.get('iteration', '?')} waiting for approval")
+    for column in ("#", "candidate", f"predicted{f' ({unit})' if unit else ''}", "job"):
+        table.add_column(rich_safe(column), overflow="fold")
+    predicted = {p["job_key"]: Prediction(p.get("predicted"), p.get("sd")) for p in question.get("predictions", [])}
+    labels = question.get("candidates", [])
+    for n, key in enumerate(question["job_keys"], 1):
+        label = labels[n - 1] if n <= len(labels) else ""
+        table.add_row(str(n), rich_safe(label), predicted.get(key, Prediction()).text(), rich_safe(key))
+    return table
+
+
+def _ask_approval(keys: list[str]) -> Any:
+    """Ask until the person makes an explicit choice (all, none, or job numbers or keys; no default), then, when
+    some jobs are denied, for an optional reason; the answer in contract 2's form."""
+    from orchestrator.loop.human_answer import InvalidReason, denial_reasons
+
+    while True:
+        reply = typer.prompt(f"approve which of these {len(keys)} lab job(s)? "
+                             f"[all / none / numbers or job keys, comma-separated]", default="", show_default=False)
+        try:
+            answer = _approval_choice(reply, keys)
+            break
+        except ValueError as exc:
+            console.print(f"[yellow]{rich_safe(str(exc))}[/]", highlight=False)
+    denied = keys if answer is False else [] if answer is True else [k for k in keys if k not in answer]
+    if not denied:
+        return answer
+    while True:
+        why = typer.prompt(f"why are {len(denied)} job(s) denied? (optional; Enter for no reason)", default="",
+                           show_default=False).strip()
+        if not why:
+            return answer
+        try:
+            denial_reasons({"answer": answer, "reason": why}, denied)
+            return {"answer": answer, "reason": why}
+        except InvalidReason as exc:
+            console.print(f"[yellow]{rich_safe(str(exc))}[/]", highlight=False)
+
+
+def _approval_choice(reply: str, keys: list[str]) -> bool | list[str]:
+    """``True`` (all), ``False`` (none) or the job keys chosen by number (1-based) or key; ``ValueError`` saying
+    what to type for a blank or unknown answer.
+
+    Example:
+        >>> _approval_choice("1, c/b", ["c/a", "c/b", "c/c"]), _approval_choice(" None ", ["c/a"])
+        (['c/a', 'c/b'], False)
+    """
+    text = reply.strip()
+    if not text:
+        raise ValueError("type all, none, or the numbers (or job keys) of the jobs to approve")
+    parsed = _parse_approval(text)
+    if isinstance(parsed, bool):
+        return parsed
+    chosen: list[str] = []
+    for item in parsed:
+        key = keys[int(item) - 1] if item.isdigit() and 1 <= int(item) <= len(keys) else item
+        if key not in keys:
+            raise ValueError(f"{item!r} is not a job of this batch; type all, none, or numbers 1..{len(keys)}")
+        chosen.append(key)
+    return list(dict.fromkeys(chosen))
+
+
 def _parse_approval(text: str | None) -> Any:
     if text is None:
         return None
-    if text.lower() in {"all", "yes", "true"}:
+    if text.strip().lower() in {"all", "yes", "true"}:
         return True
-    if text.lower() in {"none", "no", "false"}:
+    if text.strip().lower() in {"none", "no", "false"}:
         return False
-    return [k.strip() for k in text.split(",") if k.strip()]
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if not keys:
+        fail("--approve takes all, none, or job keys separated by commas")
+    return keys
 
 
 def _run_with_progress(campaign, *, max_steps, approval, by: str | None = None, quiet: bool) -> dict[str, Any]:
@@ -229,13 +349,24 @@ def _run_with_progress(campaign, *, max_steps, approval, by: str | None = None, 
                   transient=False) as progress:
         task = progress.add_task(f"{rich_safe(campaign.campaign_id)}: lab experiments", total=budget,
                                  completed=campaign.ledger.campaign(campaign.campaign_id).n_lab - n_imported,
-                                 status="")
+                                 status="starting")
+        surveys: dict[str, Any] = {}  # rung -> its rich task: a survey runs minutes before the first lab job
 
         def on_step(node: str, _update: dict) -> None:
             row = campaign.ledger.campaign(campaign.campaign_id)
             progress.update(task, completed=row.n_lab - n_imported, status=f"{node}")
 
-        summary = campaign.run(max_steps=max_steps, approval=approval, on_step=on_step, by=by)
+        def on_progress(report: dict) -> None:
+            if report.get("type") != "survey_progress":
+                return
+            rung = report["rung"]
+            if rung not in surveys:
+                surveys[rung] = progress.add_task(rich_safe(report["label"]), total=report["n_total"], status="")
+                progress.update(task, status="surveying")
+            progress.update(surveys[rung], completed=report["n_done"], total=report["n_total"])
+
+        summary = campaign.run(max_steps=max_steps, approval=approval, on_step=on_step, by=by,
+                               on_progress=on_progress)
         progress.update(task, completed=summary["n_lab"], status=summary["status"])
     return summary
 
@@ -249,7 +380,7 @@ def _print_summary(summary: dict[str, Any], db: str | None = None) -> None:
     table = Table(title=f"campaign {rich_safe(summary['campaign_id'])}", show_header=False)
     best = summary["best"] or {}
     for name, value in [
-        ("status", f"{summary['status']} ({summary.get('stop_reason') or 'not stopped'})"),
+        ("status", f"{status_text(summary['status'])} ({summary.get('stop_reason') or 'not stopped'})"),
         ("objective", goal),
         ("best found", f"{fmt(best.get('value'))} {objective['unit']}  {best.get('label', '')}  [{best.get('arm', '')}]"),
         ("lab experiments", f"{summary['n_lab']} of {summary['lab_budget']} ({summary['n_lab_failed']} failed)"
@@ -274,9 +405,16 @@ def _print_summary(summary: dict[str, Any], db: str | None = None) -> None:
         out.print(rich_safe(_comparison_sentence(summary)))
     if summary.get("approval"):
         keys = summary["approval"]["job_keys"]
-        out.print(f"[yellow]waiting for approval of {len(keys)} lab job(s):[/] "
-                  f"{rich_safe(resume_command(summary['campaign_id'], db or summary['db'], '--approve', 'all'))}",
-                  soft_wrap=True)
+        out.print(_batch_table(summary["approval"]))
+        resume = resume_command(summary["campaign_id"], db or summary["db"])
+        out.print(f"[yellow]waiting for approval of {len(keys)} lab job(s):[/] {rich_safe(resume)}", soft_wrap=True)
+        out.print("  (it asks which jobs to approve; or add --approve all, --approve none --reason WHY, or "
+                  "--approve KEY,KEY)", soft_wrap=True)
+
+
+def status_text(status: str | None) -> str:
+    """A campaign status as a table shows it: ``waiting_for_approval`` reads "waiting for approval"."""
+    return (status or "").replace("_", " ")
 
 
 def resume_command(campaign_id: str, db: str, *options: str) -> str:
@@ -380,11 +518,15 @@ def show(
         emit_json([{"seq": e.seq, "type": e.type, "schema_version": e.schema_version, "actor": e.actor,
                      "at": e.at.isoformat(), "payload": e.payload} for e in events])
         return
+    from orchestrator.replay.candidates import candidate_labels
+
+    labels = candidate_labels(ledger, campaign_id)  # candidates by SMILES, formula or conditions, not by their ids
     table = Table(title=f"{rich_safe(campaign_id)}: {len(events)} events")
     for column in ("seq", "type", "actor", "what"):
         table.add_column(column)
     for e in events:
-        table.add_row(str(e.seq), rich_safe(e.type), rich_safe(e.actor), rich_safe(describe_event(e.type, e.payload)))
+        table.add_row(str(e.seq), rich_safe(e.type), rich_safe(e.actor),
+                      rich_safe(describe_event(e.type, e.payload, labels)))
     out.print(table)
 
 
@@ -405,12 +547,23 @@ def list_campaigns(
         emit_json(rows)
         return
     table = Table(title=f"campaigns in {rich_safe(db)}")
-    for column in ("campaign_id", "name", "status", "n_lab", "imported", "best_value"):
-        table.add_column(column)
+    longest = max((len(row["campaign_id"]) for row in rows), default=0)
+    table.add_column("campaign_id", no_wrap=True, min_width=longest)  # an id is copied whole: never cut or folded
+    # column -> its least width; a status reads whole ("waiting for approval"), a long name folds
+    for column, least in {"name": 12, "status": 20, "n_lab": 5, "imported": 8, "best_value": 10}.items():
+        table.add_column(column, overflow="fold", min_width=least, no_wrap=column == "status")
     for row in rows:
-        table.add_row(rich_safe(row["campaign_id"]), rich_safe(row["name"]), rich_safe(row["status"]),
+        table.add_row(rich_safe(row["campaign_id"]), rich_safe(row["name"]), rich_safe(status_text(row["status"])),
                       str(row["n_lab"]), str(row["n_imported"]), fmt(row["best_value"]))
-    out.print(table)
+    from rich.measure import Measurement
+
+    needed = Measurement.get(out, out.options.update_width(10_000), table).minimum
+    if needed <= out.width:
+        out.print(table)
+    else:  # a console wide enough for the ids: a narrow terminal wraps the lines rather than cutting an id
+        from rich.console import Console
+
+        Console(file=out.file, width=needed, color_system=out.color_system, no_color=out.no_color).print(table)
 
 
 # --------------------------------------------------------------------------------------------------- history (cli_ledger)
@@ -425,6 +578,15 @@ from orchestrator.interfaces.cli_rewards import export_command, rewards_app  # n
 app.command("bench")(bench)
 app.add_typer(rewards_app, name="rewards")
 app.command("export")(export_command)
+
+from orchestrator.interfaces.cli_spec import spec_app  # noqa: E402
+
+app.add_typer(spec_app, name="spec")
+
+from orchestrator.interfaces.cli_results import results_app, suggest  # noqa: E402
+
+app.command("suggest")(suggest)
+app.add_typer(results_app, name="results")
 
 
 if __name__ == "__main__":  # pragma: no cover

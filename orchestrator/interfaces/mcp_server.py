@@ -7,7 +7,10 @@ tools are thin: reads go to the ledger, and everything that drives a campaign go
 so a long campaign never blocks the stdio server. An agent starts a campaign, polls ``campaign_status`` or
 ``campaign_timeline``, answers ``approve_dispatch`` / ``reject_dispatch`` when the approve node waits and
 ``decide_failed_jobs`` (retry, skip or abort) when failed lab jobs wait for a human, and reads ``campaign_report`` at
-the end. Answers take the CLI's own path (resume, then ``run(approval=...)``), so the spec's approval and failure
+the end. With the ``manual`` lab (a person at the bench) ``suggest`` lists the jobs waiting for results (with the
+model's predictions), ``add_results`` enters what was measured (``orchestrator.loop.manual_results``; then
+``resume_campaign``) and ``export_results`` returns every result. Candidates are named as a chemist reads them
+(``candidate``: SMILES, formula or name=value pairs, ``orchestrator.space.pool.describe``) beside their ids. Answers take the CLI's own path (resume, then ``run(approval=...)``), so the spec's approval and failure
 policies govern MCP exactly as they govern ``closedloop run``.
 
 Tool errors (a bad spec, an unknown campaign, nothing to approve, a campaign another process runs) come back as MCP
@@ -23,7 +26,8 @@ Example:
     >>> server = build_server(":memory:")
     >>> [tool.name for tool in asyncio.run(server.list_tools())]  # doctest: +NORMALIZE_WHITESPACE
     ['list_campaigns', 'start_campaign', 'resume_campaign', 'stop_campaign', 'campaign_status', 'campaign_timeline',
-     'approve_dispatch', 'reject_dispatch', 'decide_failed_jobs', 'campaign_report']
+     'approve_dispatch', 'reject_dispatch', 'decide_failed_jobs', 'campaign_report', 'suggest', 'add_results',
+     'export_results']
 """
 
 from __future__ import annotations
@@ -57,10 +61,12 @@ log = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "closedloop runs closed-loop lab campaigns (plan, simulate, approve, dispatch to a lab, learn). Start one with "
     "start_campaign (it runs in the background) and poll campaign_status until its run state is finished, "
-    "awaiting_approval or paused; campaign_timeline(after_seq=...) reads new ledger events incrementally. When a "
+    "waiting_for_approval or paused; campaign_timeline(after_seq=...) reads new ledger events incrementally. When a "
     "batch awaits approval, approve_dispatch (all, or some job_keys) or reject_dispatch answers it; when failed lab "
     "jobs await a decision (awaiting_decision), decide_failed_jobs answers retry, skip or abort; give these answers "
-    "by=<the person's name> for the audit trail. stop_campaign "
+    "by=<the person's name> for the audit trail. With a manual lab (status waiting_for_results) suggest lists the jobs "
+    "at the bench, add_results enters their measured values (and off-plan measurements), then resume_campaign plans "
+    "the next batch; export_results returns every result. stop_campaign "
     "pauses a campaign cleanly; resume_campaign continues it. campaign_report summarises one."
 )
 
@@ -69,6 +75,29 @@ _PURPOSE = "closedloop mcp"
 ByField = Annotated[str | None, Field(
     description="the name of the person answering, for the audit trail (recorded as human:NAME; non-empty, printable, "
                 "at most 64 characters); null records only 'human'")]
+
+
+def candidate_labels(ledger: Ledger, campaign_id: str) -> dict[str, str]:
+    """Candidate id -> how a chemist names it (SMILES, formula, name=value pairs), for every candidate the ledger
+    holds; an answer names candidates by these, never by an InChIKey alone."""
+    from orchestrator.space.pool import describe
+    from vocabulary.domain import candidate_from_dict
+
+    return {row.candidate_id: describe(candidate_from_dict(json.loads(row.canonical)))
+            for row in ledger.candidates(campaign_id)}
+
+
+def _named(rows: list[dict[str, Any]] | None, labels: dict[str, str], campaign_id: str) -> list[dict[str, Any]] | None:
+    """``rows`` (each with a ``candidate_id`` or a ``job_key``) with a ``candidate`` label added."""
+    if rows is None:
+        return None
+    from orchestrator.loop.jobs import parse_job_key
+
+    named = []
+    for row in rows:
+        cid = row.get("candidate_id") or parse_job_key(campaign_id, row.get("job_key", ""))[0]
+        named.append({**row, "candidate": labels.get(cid, row.get("candidate", cid))})
+    return named
 
 
 def _jsonable(value: Any) -> Any:
@@ -186,16 +215,29 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None,
         n_events = ledger.n_events(campaign_id)
         last = ledger.events(campaign_id, after_seq=n_events - 1)
         is_running_here = run is not None and run.is_active
+        labels = candidate_labels(ledger, campaign_id)
+        approval = None if is_running_here or row.status == "stopped" else pending_approval(ledger, campaign_id)
+        if approval is not None and approval.get("predictions"):
+            approval = {**approval, "predictions": _named(approval["predictions"], labels, campaign_id)}
+        failures = None if is_running_here or row.status == "stopped" else pending_failure_decision(ledger, campaign_id)
+        if failures is not None:
+            failures = {**failures, "failures": _named(failures["failures"], labels, campaign_id)}
         return _jsonable({
-            "campaign_id": campaign_id, "name": row.name, "status": row.status, "stop_reason": row.stop_reason,
-            **counts,
+            "campaign_id": campaign_id, "name": row.name, "status": _row_status(row), "stop_reason": row.stop_reason,
+            **counts, "best_candidate": labels.get(counts.get("best_candidate_id")),
             "n_events": n_events, "last_event": {"seq": last[0].seq, "type": last[0].type} if last else None,
             "run": None if run is None else run.as_dict(),
-            "pending_approval": None if is_running_here or row.status == "stopped"
-            else pending_approval(ledger, campaign_id),
-            "pending_failures": None if is_running_here or row.status == "stopped"
-            else pending_failure_decision(ledger, campaign_id),
+            "pending_approval": approval,
+            "pending_failures": failures,
         })
+
+    def _row_status(row) -> str:
+        """The row's status, or ``waiting_for_results`` where a manual lab's last run ended waiting on a person."""
+        if row.status != "running":
+            return row.status
+        from orchestrator.loop.manual_results import is_waiting_for_results
+
+        return "waiting_for_results" if is_waiting_for_results(ledger, row.id) else row.status
 
     @server.tool()
     def list_campaigns() -> dict[str, Any]:
@@ -206,7 +248,10 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None,
         imported = imported_counts(ledger)
         for c in ledger.campaigns():
             run = runs.get(c.id)
-            rows.append({"campaign_id": c.id, "name": c.name, "status": c.status, **campaign_counts(ledger, c, imported),
+            counts = campaign_counts(ledger, c, imported)
+            best = counts.get("best_candidate_id")
+            rows.append({"campaign_id": c.id, "name": c.name, "status": _row_status(c), **counts,
+                         "best_candidate": None if best is None else candidate_labels(ledger, c.id).get(best, best),
                          "stop_reason": c.stop_reason,
                          "run_state": None if run is None else run.state})
         return _jsonable({"db": db, "campaigns": rows})
@@ -223,7 +268,7 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None,
         campaign_id: Annotated[str | None, Field(description="id for the new campaign (default: name-random)")] = None,
     ) -> dict[str, Any]:
         """Start a new campaign and run it in the background; returns once CampaignStarted is recorded. Poll
-        campaign_status until its run state is finished, awaiting_approval or paused."""
+        campaign_status until its run state is finished, waiting_for_approval or paused."""
         from orchestrator.spec import load_spec
 
         with closedloop_errors():
@@ -260,7 +305,7 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None,
     @server.tool()
     def campaign_status(campaign_id: str) -> dict[str, Any]:
         """A campaign's status: ledger status, lab experiments, best value, event count, this server's run state
-        (starting, running, stopping, paused, awaiting_approval, awaiting_decision, finished, failed) with the
+        (starting, running, stopping, paused, waiting_for_approval, awaiting_decision, finished, failed) with the
         pending question, and, for a campaign not running here, the lab batch awaiting approval per its ledger."""
         known(campaign_id)
         return status(campaign_id)
@@ -292,8 +337,12 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None,
                           "last_seq": events[-1].seq if events else after_seq,
                           "n_events": ledger.n_events(campaign_id)})
 
-    def answer(campaign_id: str, approval: bool | list[str], by: str | None) -> dict[str, Any]:
+    def answer(campaign_id: str, approval: bool | list[str], by: str | None, reason: str | None = None,
+               reasons: dict[str, str] | None = None) -> dict[str, Any]:
         known(campaign_id)
+        if reason is not None or reasons:  # contract 2's wrapped answer; the plain one otherwise, as before
+            approval = {"answer": approval, **({"reason": reason} if reason is not None else {}),
+                        **({"reasons": dict(reasons)} if reasons else {})}
         with closedloop_errors():
             run = runs.approve(campaign_id, approval, by=by)
         # the approve node has run (or the run failed): report what it recorded
@@ -311,18 +360,28 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None,
             description="approve only these job keys of the pending batch (the others are denied); all when null")
         ] = None,
         by: ByField = None,
+        reasons: Annotated[dict[str, str] | None, Field(
+            description="why each denied job key was denied (job key -> one line), recorded on its Rejected event")
+        ] = None,
+        reason: Annotated[str | None, Field(
+            description="why the denied jobs were denied, for those without their own reason")] = None,
     ) -> dict[str, Any]:
         """Approve the lab batch a campaign waits on (all of it, or the job_keys given) and keep running it in the
         background. Only a batch the approve node is waiting on can be approved, as with `closedloop run --approve`;
-        the answer is recorded as an Approved event (denied jobs as Rejected), approved by human:BY (human without
-        by)."""
-        return answer(campaign_id, True if job_keys is None else list(job_keys), by)
+        the answer is recorded as an Approved event (denied jobs as Rejected, with their reason), approved by
+        human:BY (human without by). The pending batch's predictions are in campaign_status's pending_approval."""
+        return answer(campaign_id, True if job_keys is None else list(job_keys), by, reason, reasons)
 
     @server.tool()
-    def reject_dispatch(campaign_id: str, by: ByField = None) -> dict[str, Any]:
-        """Deny the whole lab batch a campaign waits on (its candidates are rejected for good; retries are skipped)
-        and keep running the campaign in the background; recorded as by human:BY (human without by)."""
-        return answer(campaign_id, False, by)
+    def reject_dispatch(
+        campaign_id: str,
+        by: ByField = None,
+        reason: Annotated[str | None, Field(description="why the batch was denied (one line), recorded")] = None,
+    ) -> dict[str, Any]:
+        """Deny the whole lab batch a campaign waits on (its candidates are rejected, and kept from the planners for
+        a few iterations before they may be proposed again; retries are skipped) and keep running the campaign in
+        the background; recorded as by human:BY (human without by), with the reason given."""
+        return answer(campaign_id, False, by, reason)
 
     @server.tool()
     def decide_failed_jobs(
@@ -366,9 +425,65 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None,
         known(campaign_id)
         with closedloop_errors():
             summary = summarise(ledger, campaign_id)
+            labels = candidate_labels(ledger, campaign_id)
+            summary["measured_candidates"] = [labels.get(cid, cid) for cid in summary.get("measured", [])]
             if out_dir is not None:
                 summary["report_html"] = str(write_report_new(ledger, campaign_id, writable_dir(root, out_dir)))
         return _jsonable(summary)
+
+    @server.tool()
+    def suggest(campaign_id: str) -> dict[str, Any]:
+        """The jobs of a manual lab waiting at the bench for their results: job (its key), candidate (SMILES,
+        formula or name=value pairs), the candidate's own columns, and predicted / sd (the model's prediction, in
+        the objective's unit; null where none). Enter what was measured with add_results."""
+        from orchestrator.loop.manual_results import pending_jobs
+        from orchestrator.loop.resume_policy import recorded_spec
+
+        known(campaign_id)
+        with closedloop_errors():
+            jobs = pending_jobs(ledger, campaign_id)
+            spec = recorded_spec(ledger, campaign_id)
+        labels = candidate_labels(ledger, campaign_id)
+        rows = _named([{"job_key": r["job"], **r} for r in jobs.to_dict("records")], labels, campaign_id)
+        return _jsonable({"campaign_id": campaign_id, "property": spec.objective.property,
+                          "unit": spec.objective.unit, "jobs": [{k: v for k, v in r.items() if k != "job_key"}
+                                                                for r in rows or []]})
+
+    @server.tool()
+    def add_results(
+        campaign_id: str,
+        rows: Annotated[list[dict[str, Any]], Field(
+            description="one object per result: 'job' (a key from suggest) or the candidate's own columns (e.g. "
+                        "'smiles'), the objective's property (its unit), and optionally 'uncertainty' (one sd), "
+                        "'status' ('ok' or 'failed'), 'reason' (required for a failed run), 'measured_at' (ISO "
+                        "8601)")],
+        by: ByField = None,
+    ) -> dict[str, Any]:
+        """Enter lab results measured by hand. A result for a job of suggest is recorded for it; one for a
+        candidate without an open job is an off-plan measurement (it informs the model, not the lab budget); an
+        identical result again is a duplicate (nothing written), a different one for a job that has one is refused.
+        A malformed row refuses them all (the error names the row and the field). Then resume_campaign plans on."""
+        from orchestrator.loop.manual_results import add_results as enter
+
+        known(campaign_id)
+        with closedloop_errors():
+            receipt = enter(ledger, campaign_id, rows, by=by, source="mcp")
+        return _jsonable({"campaign_id": campaign_id, "rows": receipt.as_dicts(),
+                          "n_written": receipt.n_written, "n_refused": receipt.n("refused"),
+                          "status": status(campaign_id)["status"]})
+
+    @server.tool()
+    def export_results(campaign_id: str) -> dict[str, Any]:
+        """Every lab result of a campaign, in the order recorded (what `closedloop results export` writes): job,
+        candidate, the objective's property, uncertainty, status, reason, measured_at, provenance (lab, entered,
+        off-plan, imported), by, arm, iteration."""
+        from orchestrator.loop.manual_results import export_results as export
+
+        known(campaign_id)
+        with closedloop_errors():
+            frame = export(ledger, campaign_id)
+        records = frame.astype(object).where(frame.notna(), None).to_dict("records")
+        return _jsonable({"campaign_id": campaign_id, "results": records, "n_results": len(records)})
 
     return server
 

@@ -42,6 +42,8 @@ from orchestrator.ledger.tables import (
 )
 from vocabulary.domain import objective_utility
 from vocabulary.events import (
+    ApprovalRequested,
+    Approved,
     CampaignStarted,
     CampaignStopped,
     Dispatched,
@@ -50,6 +52,7 @@ from vocabulary.events import (
     Promoted,
     Proposed,
     Rejected,
+    ResultsAwaited,
     RewardEstimated,
     RewardFinalised,
     RungDecision,
@@ -246,6 +249,9 @@ class ProjectionBatch:
                 self._set_candidate_status(payload.candidate_id, "dispatched")
             case Observed():
                 self._fold_observed(seq, payload)
+                self._fold_waiting("waiting_for_results", "running")
+            case ResultsAwaited():
+                self._fold_waiting("running", "waiting_for_results")
             case Scored():
                 if payload.supersedes_seq is not None:
                     self._supersede_score((cid, payload.supersedes_seq, 0), seq)
@@ -255,6 +261,10 @@ class ProjectionBatch:
                           value=payload.value, weight=payload.weight, is_provisional=payload.is_provisional)
             case RewardEstimated() | RewardFinalised():
                 self._fold_record_scores(seq, payload)
+            case ApprovalRequested():
+                self._fold_waiting("running", "waiting_for_approval")
+            case Approved():
+                self._fold_waiting("waiting_for_approval", "running")
             case CampaignStopped():
                 campaign = self._get(CampaignRow, (cid,))
                 if campaign is not None:
@@ -263,6 +273,15 @@ class ProjectionBatch:
                     self._touch(CampaignRow, (cid,), campaign)
             case _:
                 pass  # events without a projection (ApprovalRequested, SurrogateUpdated, LLMCall, ...)
+
+    def _fold_waiting(self, before: str, after: str) -> None:
+        """A running campaign waits for a person: for approval from its ``ApprovalRequested`` until the ``Approved``
+        that answers it (a policy's approval is written in the same transaction, so it never shows as waiting), and
+        for results entered by hand from a manual lab's ``ResultsAwaited`` until the next ``Observed``."""
+        campaign = self._get(CampaignRow, (self.campaign_id,))
+        if campaign is not None and campaign["status"] == before:
+            campaign.update(status=after)
+            self._touch(CampaignRow, (self.campaign_id,), campaign)
 
     def _fold_rung_run(self, seq: int, ordinal: int, run: Simulated | RungRun) -> None:
         obs = run.observation

@@ -55,7 +55,8 @@ class CampaignRow(SQLModel, table=True):
     id: str = Field(primary_key=True)
     name: str
     seed: int
-    status: str = Field(default="running", description="running | stopped")
+    status: str = Field(default="running",
+                        description="running | waiting_for_approval | waiting_for_results | stopped")
     n_lab: int = Field(default=0, description="lab observations received (ok or failed)")
     best_candidate_id: str | None = None
     best_value: float | None = None

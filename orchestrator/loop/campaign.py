@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
+import pandas as pd
 from langgraph.types import Command, Durability
 
 from orchestrator.ledger import Ledger, check_sqlite_file
@@ -38,7 +39,15 @@ from orchestrator.loop.context import CampaignContext, build_context
 from orchestrator.loop.graph import build_graph
 from orchestrator.loop.human_answer import checked_name, resume_value
 from orchestrator.loop.importing import HistoryFile, ImportedHistory, history_events
+from orchestrator.loop.lab import WaitingForResults
 from orchestrator.loop.lease import CampaignLease
+from orchestrator.loop.manual_results import (
+    ResultsReceipt,
+    add_results,
+    export_results,
+    is_waiting_for_results,
+    pending_jobs,
+)
 from orchestrator.loop.position import is_checkpoint_current, ledger_position
 from orchestrator.loop.resume_policy import (
     model_has_answered,
@@ -302,6 +311,7 @@ class Campaign:
         on_step: Callable[[str, dict[str, Any]], None] | None = None,
         summary: bool = True,
         by: str | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Run (or continue) the loop until it stops, waits for approval, or ``max_steps`` node runs have passed.
 
@@ -310,6 +320,8 @@ class Campaign:
             approval: the answer to a pending interrupt: to an approval True, False or a list of job keys; to failed
                 lab jobs "retry", "skip", "abort" or a mapping of job key to one of them.
             on_step: called with (node name, its state update) after every node.
+            on_progress: called with each progress report a node makes while it runs (the graph's ``custom``
+                stream; the survey's ``{"type": "survey_progress", "label", "n_done", "n_total", ...}``).
             summary: return the full summary; False returns only ``status()``, which a caller that runs the
                 campaign a step at a time (the environment) reads without folding the whole ledger each time.
             by: the name of the person giving ``approval`` (non-empty, printable, at most 64 characters), recorded
@@ -340,8 +352,12 @@ class Campaign:
             graph_input = {"campaign_id": self.campaign_id, "iteration": 0, "is_done": False,
                            "ledger_seq": self.ledger.head_seq(self.campaign_id)}
         n_steps = 0
-        for chunk in self.graph.stream(graph_input, self.config, stream_mode="updates",
-                                       durability=self.durability):
+        modes = ["updates", "custom"] if on_progress is not None else ["updates"]
+        for mode, chunk in self._stream(graph_input, self.config, stream_mode=modes,
+                                             durability=self.durability):
+            if mode == "custom":
+                on_progress(chunk)  # type: ignore[misc]  # only streamed when on_progress is given
+                continue
             for node, update in chunk.items():
                 if node == "__interrupt__":
                     continue
@@ -351,6 +367,29 @@ class Campaign:
             if max_steps is not None and n_steps >= max_steps:
                 break
         return done()
+
+    def _stream(self, *args: Any, **kwargs: Any):
+        """The graph's stream, ending where a manual lab's jobs wait on a person (``observe`` raised
+        ``WaitingForResults`` before writing anything more, so the next ``run`` starts at ``observe`` again)."""
+        try:
+            yield from self.graph.stream(*args, **kwargs)
+        except WaitingForResults:
+            return
+
+    # ------------------------------------------------------------------------------------------------ ask/tell
+    def suggest(self) -> pd.DataFrame:
+        """The jobs waiting at the bench: ``job``, the candidate's own columns, ``predicted``, ``sd`` (the
+        objective's unit). Run the campaign (``run``) first to plan and dispatch a batch."""
+        return pending_jobs(self.ledger, self.campaign_id)
+
+    def add_results(self, frame: pd.DataFrame | Any, by: str | None = None) -> ResultsReceipt:
+        """Enter results by hand (``orchestrator.loop.manual_results.add_results``); ``run`` then records them and
+        plans on. Returns what became of each row."""
+        return add_results(self.ledger, self.campaign_id, frame, by=by)
+
+    def export_results(self) -> pd.DataFrame:
+        """Every lab result so far, as ``closedloop results export`` writes it."""
+        return export_results(self.ledger, self.campaign_id)
 
     def _align_with_ledger(self) -> None:
         """Put the graph where the ledger says it is when the checkpoint disagrees: missing (only the database was
@@ -371,7 +410,10 @@ class Campaign:
         """The campaign's id, ``status`` (``running`` or ``stopped``) and ``stop_reason``: the part of ``summary()``
         that says whether and why it stopped, from one ledger row."""
         row = self.ledger.campaign(self.campaign_id)
-        return {"campaign_id": self.campaign_id, "status": row.status, "stop_reason": row.stop_reason}
+        status = row.status
+        if status == "running" and self.ctx.lab.is_manual and is_waiting_for_results(self.ledger, self.campaign_id):
+            status = "waiting_for_results"
+        return {"campaign_id": self.campaign_id, "status": status, "stop_reason": row.stop_reason}
 
     # ------------------------------------------------------------------------------------------------ closing
     def close_runtime(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from orchestrator.ledger import Ledger
 from orchestrator.loop.aio import LoopThread
 from orchestrator.loop.compute import ComputeResources
+from orchestrator.loop.human_answer import lab_wait
 from orchestrator.loop.lab import Lab
 from orchestrator.loop.step_scores import StepScoreMemo
 from orchestrator.loop.view import CampaignView
@@ -183,7 +184,7 @@ def build_context(spec: CampaignSpec, ledger: Ledger, campaign_id: str) -> Campa
         rubric_ref = str(spec.resolve(rubric_ref))
     planners = {arm: make_planner(arm, spec) for arm in (spec.planner.main, spec.planner.control) if arm}
     rungs = _build_rungs(spec, pool)
-    lab = Lab(_build_driver(spec, pool), wait=spec.lab.wait)
+    lab = Lab(_build_driver(spec, pool), wait=lab_wait(spec))  # whole batches where a person approves them
     rubric = load_rubric(rubric_ref)
     ctx = CampaignContext(
         campaign_id=campaign_id,

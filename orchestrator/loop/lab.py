@@ -4,7 +4,9 @@ It owns the driver, the event-loop thread the driver's coroutines run on, the la
 submitted in this process. What the driver can do is declared by the protocols it implements and checked once, when
 the lab is built: a ``SimulatedClock`` (the simulated lab: its clock is advanced, its jobs are kept in this process
 and replayed on resume) or a ``LabClock`` (a lab that only reports its time); any other driver is polled and its
-time is the wall clock since the campaign started.
+time is the wall clock since the campaign started. A manual lab (``instruments.manual``: a person at the bench)
+is never waited on: its results come from the ledger, and ``observe`` raises ``WaitingForResults`` while jobs are
+open and nothing new was entered.
 """
 
 from __future__ import annotations
@@ -15,9 +17,19 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from instruments import TERMINAL_STATES, LabClock, SimulatedClock
+from instruments.manual import is_manual
 from orchestrator.loop.aio import LoopThread
 
-__all__ = ["Lab", "TERMINAL_STATES"]
+__all__ = ["Lab", "TERMINAL_STATES", "WaitingForResults"]
+
+
+class WaitingForResults(Exception):  # noqa: N818 - a pause, not an error
+    """A manual lab's jobs wait on a person: the run ends here and ``run`` (``--resume``) continues once results are
+    entered. Raised by ``observe`` before it records anything more, so the checkpoint stays before ``observe``."""
+
+    def __init__(self, job_keys: list[str]):
+        super().__init__(f"waiting for the results of {len(job_keys)} job(s) entered by hand")
+        self.job_keys = list(job_keys)
 
 
 async def _poll(driver, handles, *, wait_all: bool, interval_s: float) -> None:
@@ -55,6 +67,8 @@ class Lab:
         self.is_simulated = isinstance(driver, SimulatedClock)
         """The lab runs in this process on a simulated clock (declared by the driver's protocol)."""
         self.has_clock = self.is_simulated or isinstance(driver, LabClock)
+        self.is_manual = is_manual(driver)
+        """A person runs the jobs; their results are entered into the ledger (``orchestrator.loop.manual_results``)."""
         self.envelope = getattr(driver, "envelope", None)
         """The driver's safety envelope (an ``InstrumentDriver`` member; None where a driver declares none)."""
         self.handles: dict[str, Any] = {}

@@ -243,6 +243,16 @@ def ladder_prior(ledger: Ledger, campaign_id: str) -> dict[str, Any] | None:
             "n_train": fitted[-1]["n_train"], "iteration": fitted[-1]["iteration"]}
 
 
+def _status(ledger: Ledger, campaign_id: str, spec, status: str) -> str:
+    """The campaign row's status, or ``waiting_for_results`` where a manual lab's last run ended waiting on a person."""
+    if status == "running" and spec.lab.driver == "manual":
+        from orchestrator.loop.manual_results import is_waiting_for_results
+
+        if is_waiting_for_results(ledger, campaign_id):
+            return "waiting_for_results"
+    return status
+
+
 def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
     """A JSON-ready summary of one campaign, from its ledger alone."""
     campaign = ledger.campaign(campaign_id)
@@ -263,7 +273,7 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
         "campaign_id": campaign_id,
         "name": campaign.name,
         "db": ledger.url,
-        "status": campaign.status,
+        "status": _status(ledger, campaign_id, spec, campaign.status),
         "stop_reason": campaign.stop_reason,
         "objective": spec.objective.model_dump(),
         "n_lab": len(observed),

@@ -1,4 +1,9 @@
-"""A campaign report from its ledger alone: ``index.html`` with a summary table and four PNG plots.
+"""A campaign report from its ledger alone: ``index.html``, ``results.csv`` and four PNG plots.
+
+The page (``report_html``) opens with the target and the best so far with its uncertainty, then the best candidates
+(drawn, for molecules), every lab result (``report_results``; also ``results.csv``), the summary and the arms, the
+plots, and last an "RL" section with the rewards. Candidates are named by SMILES, formula or conditions, never by
+their ids, and numbers are rounded to their precision (``vocabulary.numbers``).
 
 The plots: best so far against lab experiments and against lab time (main arm against control), the ladder funnel,
 a Gantt of the lab stations, and rewards over steps. Each figure is computed by a small function here (ledger ->
@@ -14,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import html
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +31,7 @@ from orchestrator.ledger import Ledger, LedgerError
 from orchestrator.ledger.outputs import check_output_path, output_dir, output_file
 from orchestrator.loop.resume_policy import recorded_spec
 from orchestrator.loop.upcast import records
+from orchestrator.replay.report_html import format_value
 from orchestrator.spec import CampaignSpec
 from vocabulary.events import (
     CampaignStarted,
@@ -36,9 +41,12 @@ from vocabulary.events import (
     Screened,
     Simulated,
 )
+from vocabulary.numbers import rounded
 
 __all__ = [
+    "N_BEST",
     "REPORT_FIGURES",
+    "RESULTS_CSV",
     "GanttData",
     "best_so_far",
     "format_value",
@@ -56,6 +64,12 @@ REPORT_FIGURES = {
     "rewards": "rewards.png",
 }
 """Figure name -> file name, as written next to ``index.html``."""
+
+RESULTS_CSV = "results.csv"
+"""Every lab result, written next to ``index.html`` (``report_results.results_rows``)."""
+
+N_BEST = 6
+"""Distinct candidates shown, drawn, under "Best candidates"."""
 
 
 @dataclass(frozen=True)
@@ -192,116 +206,85 @@ def rewards_by_step(ledger: Ledger, campaign_id: str) -> dict[str, list[tuple[in
     }
 
 
-# ------------------------------------------------------------------------------------------------------- html
-def format_value(value: Any) -> str:
-    """A table cell: "–" for none, four significant digits for a float, else ``str``."""
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def _rows(pairs: list[tuple[str, Any]]) -> str:
-    return "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(format_value(v))}</td></tr>" for k, v in pairs)
-
-
-def _summary_pairs(summary: dict[str, Any]) -> list[tuple[str, Any]]:
-    objective = summary["objective"]
-    unit = f" {objective['unit']}" if objective.get("unit") else ""
-    goal = (f"target {objective['target']:g} ± {objective['tolerance']:g}" if objective["direction"] == "target"
-            else objective["direction"])
-    best = summary["best"]
-    return [
-        ("status", f"{summary['status']} ({summary['stop_reason']})" if summary["stop_reason"] else summary["status"]),
-        ("objective", f"{objective['property']}{unit}: {goal}"),
-        ("best found", None if best is None else f"{format_value(best['value'])}{unit} ({best['arm']}): {best['label']}"),
-        ("lab experiments", f"{summary['n_lab']} of {summary['lab_budget']} ({summary['n_lab_failed']} failed)"),
-        ("hits", summary["n_hits"]),
-        ("simulated lab time (h)", summary["lab_hours"]),
-        ("simulator compute (s)", summary["compute_s"]),
-        ("results per arm paired by iteration", summary.get("paired_experiments")),
-        ("best level (utility either arm reached, paired)", summary.get("best_level")),
-        ("experiments to the best level (main, control; n + 1: never)", _main_and_control(summary, "experiments_to_best_level")),
-        ("acceleration of the main arm over the control", summary.get("acceleration")),
-    ]
-
-
-def _main_and_control(summary: dict[str, Any], key: str) -> str | None:
-    """A per-arm count of the comparison as "main, control"; None without a comparison."""
-    counts = summary.get(key) or {}
-    arms = (summary["main_arm"], summary["control_arm"])
-    return ", ".join(str(counts[a]) for a in arms) if all(a in counts for a in arms) else None
-
-
-def _arm_table(summary: dict[str, Any]) -> str:
-    rows = []
-    for arm, entry in summary["arms"].items():
-        role = " (main)" if arm == summary["main_arm"] else " (control)" if arm == summary["control_arm"] else ""
-        cells = [f"{arm}{role}", entry["n_lab"], entry["best_value"], entry["experiments_to_best"]]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(format_value(c))}</td>" for c in cells) + "</tr>")
-    head = "<tr><th>arm</th><th>lab results (ok)</th><th>best value</th><th>experiments to its best</th></tr>"
-    return f"<table>{head}{''.join(rows)}</table>"
-
-
-_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}
-th{background:#f4f4f4}figure{margin:2em 0}img{max-width:100%}figcaption{color:#555;font-size:.9em}
-.meta{color:#666;font-size:.9em}"""
-
-
-def _html(summary: dict[str, Any], n_events: int, captions: dict[str, str]) -> str:
-    name = html.escape(f"{summary['name']} — {summary['campaign_id']}")
-    figures = "\n".join(
-        f'<figure><img src="{REPORT_FIGURES[key]}" alt="{html.escape(key)}">'
-        f"<figcaption>{html.escape(text)}</figcaption></figure>"
-        for key, text in captions.items()
-    )
-    meta = (f"{n_events} events from {make_url(summary['db']).render_as_string(hide_password=True)}; "
-            f"generated {datetime.now(UTC).isoformat(timespec='seconds')}")
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{name}</title><style>{_CSS}</style></head>
-<body>
-<h1>{name}</h1>
-<p class="meta">{html.escape(meta)}</p>
-<h2>Summary</h2>
-<table>{_rows(_summary_pairs(summary))}</table>
-<h2>Main arm against control</h2>
-{_arm_table(summary)}
-<h2>Plots</h2>
-{figures}
-</body></html>
-"""
-
-
 def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path, *, force: bool = False) -> Path:
-    """Write ``index.html`` and the PNGs of ``REPORT_FIGURES`` into ``out_dir`` (created if needed).
+    """Write ``index.html``, ``results.csv`` and the PNGs of ``REPORT_FIGURES`` into ``out_dir`` (created if needed).
 
     Each file is written whole beside its place and then published there (``ledger.outputs``): files of an earlier
     report are replaced only with ``force``, and a link, FIFO or device in their place, or an ``out_dir`` that is a
     file or a link, is refused before anything is written.
 
     Returns:
-        The path of ``index.html``; the PNGs sit next to it and the HTML links them by relative path.
+        The path of ``index.html``; the other files sit next to it and the HTML links them by relative path.
 
     Raises:
         OutputPathError: something at ``out_dir`` or at one of the report's files may not be replaced.
     """
     from orchestrator.loop.summary import summarise
-    from orchestrator.replay import report_plots as plots
+    from orchestrator.replay import report_html as page
+    from orchestrator.replay.report_results import (
+        best_results,
+        lab_results,
+        results_columns,
+        results_rows,
+    )
+    from orchestrator.replay.report_rewards import rewards_section
 
     spec = _spec(ledger, campaign_id)
     out = output_dir(out_dir)
-    for name in (*REPORT_FIGURES.values(), "index.html"):
+    for name in (*REPORT_FIGURES.values(), RESULTS_CSV, "index.html"):
         check_output_path(out / name, force=force)  # all of them first: a refusal writes nothing
     summary = summarise(ledger, campaign_id)
+    results = lab_results(ledger, campaign_id)
+    best = best_results(results, spec, n=N_BEST)
+    with output_file(out / RESULTS_CSV, force=force) as tmp:
+        _write_csv(tmp, results_columns(spec), results_rows(results, spec))
+    captions = _draw_figures(ledger, campaign_id, spec, out, force=force)
+    meta = (f"{len(ledger.events(campaign_id))} events from "
+            f"{make_url(summary['db']).render_as_string(hide_password=True)}; "
+            f"generated {datetime.now(UTC).isoformat(timespec='seconds')}")
+    figures = "\n".join(page.figure_html(REPORT_FIGURES[key], key, text) for key, text in captions.items()
+                        if key != "rewards")
+    rl = ("<p>For the people training the planner: rubric rewards and each rung's calibration against the lab. "
+          "Nothing here is needed to read the campaign's results.</p>"
+          + page.figure_html(REPORT_FIGURES["rewards"], "rewards", captions["rewards"])
+          + rewards_section(ledger, campaign_id))
+    sections = [
+        ("", page.headline_html(spec, best[0] if best else None, len(results))),
+        ("Summary", page.summary_table_html(summary)),
+        ("Best candidates", page.best_candidates_html(best, spec)),
+        ("Results", f'<p class="meta">Every lab result, in the order recorded; also in '
+                    f'<a href="{RESULTS_CSV}">{RESULTS_CSV}</a>. Click a column to sort.</p>'
+                    + page.results_table_html(results, spec)),
+        ("Main arm against control", page.arm_table_html(summary, results)),
+        ("Plots", figures),
+        ("RL", rl),
+    ]
+    index = out / "index.html"
+    with output_file(index, force=force) as tmp:
+        tmp.write_text(page.page(f"{summary['name']} — {campaign_id}", meta, sections), encoding="utf-8")
+    return index
+
+
+def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+
+
+def _draw_figures(ledger: Ledger, campaign_id: str, spec: CampaignSpec, out: Path, *, force: bool) -> dict[str, str]:
+    """Draw the PNGs of ``REPORT_FIGURES`` into ``out``; returns their captions."""
+    from orchestrator.replay import report_plots as plots
+
     arms = [spec.planner.main] + ([spec.planner.control] if spec.planner.control else [])
     objective = spec.objective
     unit = f" ({objective.unit})" if objective.unit else ""
     lines: dict[str, float] = {}
     band = None
     if objective.direction == "target":
-        lines = {f"target ± {objective.tolerance:g}": objective.target}
+        lines = {f"target ± {rounded(objective.tolerance)}": objective.target}
         band = (objective.target - objective.tolerance, objective.target + objective.tolerance)
     elif spec.stop.threshold is not None:
         lines = {"hit threshold": spec.stop.threshold}
@@ -318,7 +301,7 @@ def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path, *, force
                          title="lab stations" if gantt.source == "simlab" else "lab jobs")
     with output_file(out / REPORT_FIGURES["rewards"], force=force) as tmp:
         plots.plot_rewards(rewards_by_step(ledger, campaign_id), tmp)
-    captions = {
+    return {
         "best_so_far": f"Best {objective.property} found so far by each arm, against that arm's lab experiments "
                        "and against simulated lab time since the first dispatch.",
         "funnel": "Distinct candidates reaching each stage, by arm: "
@@ -327,10 +310,3 @@ def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path, *, force
         "rewards": "Rubric rewards per iteration and stage: the weighted criterion scores of each subject (current "
                    "scores only), averaged over the subjects of that step.",
     }
-    index = out / "index.html"
-    from orchestrator.replay.report_rewards import insert_rewards_section
-
-    with output_file(index, force=force) as tmp:
-        tmp.write_text(insert_rewards_section(_html(summary, len(ledger.events(campaign_id)), captions), ledger,
-                                              campaign_id), encoding="utf-8")
-    return index

@@ -57,7 +57,7 @@ def rewards_section(ledger: Ledger, campaign_id: str) -> str:
     rewards = _reward_rows(ledger, campaign_id)
     if not validity and not rewards:
         return ""
-    parts = ["<h2>Rewards and calibration</h2>"]
+    parts = ["<h3>Rewards and calibration</h3>"]
     if rewards:
         head = ("<tr><th>arm</th><th>trajectories</th><th>final</th><th>mean reward</th><th>mean outcome anchor</th>"
                 "<th>mean process</th></tr>")

@@ -156,8 +156,10 @@ def _encode(series: pd.Series, kind: ColumnKind) -> np.ndarray:
             if value not in cache:
                 cache[value] = encode(value)
                 if cache[value] is None:
-                    raise SetupError(f"column {series.name!r} holds {kind}, but {value!r} is not one; fix or remove "
-                                     "its rows")
+                    column = f"column {series.name!r}" if series.name is not None else "a pool column"
+                    raise SetupError(f"{column} holds {kind}, but {value!r} is not one; fix or remove "
+                                     "its rows, or set [space] features = \"parameters\" to read each value of the "
+                                     "column as a name (a column that mixes formulas and SMILES needs it)")
             rows.append(cache[value])
         return np.vstack(rows)
     codes, uniques = pd.factorize(series.astype(str))

@@ -190,10 +190,28 @@ def _unparsed_values(frame: pd.DataFrame, columns: list[str]) -> dict[int, RowPr
     for column in columns:
         kind = column_kind(frame[column])
         for position in np.flatnonzero(unparsed_rows(frame[column], kind)):
+            value = frame[column].iloc[position]
             problems.setdefault(int(position), RowProblem(
-                f"{column}={frame[column].iloc[position]!r} is not a valid {'SMILES' if kind == 'smiles' else 'formula'}"
-                " (the column holds them); fix it"))
+                f"{column}={value!r} is not a valid {'SMILES' if kind == 'smiles' else 'formula'} (the column holds "
+                f"them){mixed_kinds_hint(str(value), kind)}"))
     return problems
+
+
+def mixed_kinds_hint(value: str, kind: str) -> str:
+    """The fix for a value of a formula (SMILES) column that does not parse as one: a value that is the other kind
+    (a SMILES among formulas) means the column mixes them, which ``features = "parameters"`` reads as names.
+
+    Example:
+        >>> mixed_kinds_hint("C1CCC2=NCCCN2CC1", "formula")
+        '; it is a SMILES, so the column mixes formulas and SMILES: set [space] features = "parameters" to read each value as a name (one-hot), or fix it'
+    """
+    from orchestrator.space.features import _is_formula, _is_smiles
+
+    other, is_other = ("SMILES", _is_smiles) if kind == "formula" else ("formula", _is_formula)
+    fix = 'set [space] features = "parameters" to read each value as a name (one-hot)'
+    if is_other(value):
+        return f"; it is a {other}, so the column mixes formulas and SMILES: {fix}, or fix it"
+    return f"; fix it, or {fix}"
 
 
 def _reads_columns(spec: CampaignSpec, space: ConditionSpace) -> bool:
@@ -351,7 +369,10 @@ _TRUTH = "lab.oracle"
 
 def _load_inline(spec: CampaignSpec) -> Pool:
     """An inline space, judged as a pool file is: with an inline ground truth (``lab.oracle``), an item without a
-    value in it is a bad row, as a pool row without its ``oracle_column`` value is."""
+    value in it is a bad row, as a pool row without its ``oracle_column`` value is.
+
+    Inline conditions carry their ground truth in each table, under the key ``lab.oracle_column`` names (table rungs'
+    ``column`` keys likewise): those keys are measurements, not parameters (docs/spec.md#space)."""
     kind = spec.campaign.kind
     space = None
     items = list(spec.space.inline)
@@ -362,11 +383,18 @@ def _load_inline(spec: CampaignSpec) -> Pool:
                              "space lists tables such as {temperature_c = 60, solvent = \"water\"}")
         frame = pd.DataFrame(items)
         frame.columns = [str(name) for name in frame.columns]
-        space = _space_from_frame(frame, list(frame.columns))
-        raw_items = frame.to_dict("records")
+        parameters = [name for name in frame.columns if name not in _value_columns(spec)]
+        space = _space_from_frame(frame, parameters)
+        raw_items = frame[parameters].to_dict("records")
     else:
         frame = pd.DataFrame({"_raw": pd.Series(items, dtype=object)})
         raw_items = items
+    if spec.lab.oracle_column and spec.lab.oracle_column not in frame.columns:
+        where = ("no space.inline table has that key; give each table its measured value under it, e.g. "
+                 f"{{temperature_c = 60, {spec.lab.oracle_column} = 71.0}}" if kind == "conditions" else
+                 "inline molecules and materials take their ground truth in lab.oracle, e.g. [lab.oracle] CCO = 1.0")
+        raise SetupError(f"lab.oracle_column {spec.lab.oracle_column!r} names no value of the inline space: {where} "
+                         "(docs/spec.md#space-inline)")
     value_columns = None
     if spec.lab.oracle is not None:
         truth = _inline_truth(spec, space)
@@ -392,6 +420,10 @@ def _inline_truth(spec: CampaignSpec, space: ConditionSpace | None) -> dict[str,
     truth: dict[str, float] = {}
     spelled: dict[str, str] = {}
     for raw, value in spec.lab.oracle.items():
+        if spec.campaign.kind == "conditions":
+            raise SetupError(f"lab.oracle key {raw!r}: inline conditions carry their ground truth in each table, not "
+                             "in lab.oracle; give each space.inline table a value key (e.g. yield_pct = 71.0) and "
+                             "set lab.oracle_column = \"yield_pct\" (docs/spec.md#space-inline)")
         try:
             candidate_id = parse_candidate(spec.campaign.kind, raw, space).id
         except InvalidCandidate as exc:

@@ -110,3 +110,40 @@ def test_a_spec_saved_as_utf16_is_refused_with_save_it_as_utf8(tmp_path, encodin
     assert err.value.problems == [("(file)", f"is {name} text (it starts with a {name} byte-order mark); save it as "
                                              "UTF-8")]
     assert "TOML syntax" not in str(err.value)
+
+
+# --------------------------------------------------------- issue 50: every field documented, every error linked to it
+def test_every_campaign_under_campaigns_still_loads():
+    from tests.conftest import ROOT
+
+    specs = sorted((ROOT / "campaigns").rglob("campaign.toml"))
+    assert len(specs) >= 3 and all(load_spec(path).campaign.name for path in specs)
+
+
+def test_a_bad_field_in_a_toml_file_is_named_and_linked_to_the_reference(tmp_path):
+    text = FREESOLV_SPEC.read_text(encoding="utf-8").replace("[lab]", "[lab]\nnoise = 0.1", 1)
+    saved = tmp_path / "campaign.toml"
+    saved.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        load_spec(saved)
+    assert err.value.problems == [("lab.noise", "Extra inputs are not permitted; remove it or check its spelling "
+                                                "against the documented fields")]
+    assert "  - lab.noise: Extra inputs are not permitted" in str(err.value)
+    assert str(err.value).endswith("(see docs/spec.md#lab)")
+
+
+def test_a_bad_value_links_the_fields_own_entry():
+    with pytest.raises(SpecError) as err:
+        validate_spec(_broken(screening__min_pairs=1), source="test.toml")
+    assert "screening.min_pairs: Input should be greater than or equal to 3 (see docs/spec.md#screening-min_pairs)" \
+        in str(err.value)
+
+
+def test_every_field_carries_a_description_and_units_where_it_has_one():
+    from orchestrator.spec import CampaignSpec
+
+    defs = CampaignSpec.model_json_schema()["$defs"]
+    assert defs["LabSpec"]["properties"]["retry_backoff_s"]["unit"] == "s"
+    assert defs["BudgetSpec"]["properties"]["lab_hours"]["unit"] == "h"
+    assert defs["ObjectiveSpec"]["properties"]["target"]["unit"] == "objective unit"
+    assert all(field.get("description") for model in defs.values() for field in model["properties"].values())

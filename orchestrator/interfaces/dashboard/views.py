@@ -26,15 +26,104 @@ from orchestrator.interfaces.background import (
 from orchestrator.interfaces.lab_counts import campaign_counts, imported_counts
 from orchestrator.loop.jobs import parse_job_key
 from orchestrator.loop.resume_policy import recorded_spec
-from orchestrator.loop.summary import _label
 from orchestrator.replay.report import lab_origin_s, ladder_funnel
+from orchestrator.space.depiction import candidate_svg
+from orchestrator.space.pool import describe
+from vocabulary.domain import candidate_from_dict
 from vocabulary.events import LLMCall, Observed
+from vocabulary.numbers import plus_minus, rounded
 
 if TYPE_CHECKING:
     from orchestrator.ledger import Ledger
     from orchestrator.spec import CampaignSpec
 
-__all__ = ["campaign_rows", "campaign_status", "funnel_stages", "lab_results", "llm_calls", "pending_questions"]
+__all__ = ["CandidateText", "campaign_rows", "campaign_status", "candidate_drawing", "funnel_stages", "lab_results",
+           "llm_calls", "measured", "pending_entries", "pending_questions", "rounded_pair", "shown_status", "status_text"]
+
+
+def status_text(status: str | None) -> str:
+    """A campaign status as a person reads it: ``waiting_for_approval`` -> ``waiting for approval``.
+
+    Example:
+        >>> status_text("waiting_for_results"), status_text(None)
+        ('waiting for results', '–')
+    """
+    return "–" if status is None else str(status).replace("_", " ")
+
+
+def shown_status(ledger: Ledger, row: Any, run: Any) -> str:
+    """The campaign's status as the page shows it: the row's, except for a campaign whose row says ``running`` while
+    no run here drives it and it waits on a person: ``waiting_for_results`` when its last run ended with a manual
+    lab's jobs at the bench (``manual_results.is_waiting_for_results``), ``waiting_for_approval`` when its last lab
+    batch has no answer (a ledger written before the row had that status)."""
+    if row.status != "running" or (run is not None and run.is_active):
+        return row.status
+    if ledger.last_event(row.id, "ResultsAwaited") is not None:
+        from orchestrator.loop.manual_results import is_waiting_for_results
+
+        if is_waiting_for_results(ledger, row.id):
+            return "waiting_for_results"
+    if pending_approval(ledger, row.id):
+        return "waiting_for_approval"
+    return row.status
+
+
+def rounded_pair(value: float | None, sd: float | None = None) -> tuple[str, str]:
+    """(value, sd) as text, each rounded to the precision the sd gives (``vocabulary.numbers``): the sd to one
+    significant digit, two when it is a 1; four significant digits without an sd; "–" for a missing one.
+
+    Example:
+        >>> rounded_pair(-11.8734, 0.1), rounded_pair(87.123456, 1.4), rounded_pair(2.2894284851066633, None)
+        (('-11.87', '0.10'), ('87.1', '1.4'), ('2.289', '–'))
+    """
+    return rounded(value, sd), rounded(sd, sd)
+
+
+def measured(value: float | None, sd: float | None = None, unit: str = "") -> str:
+    """A value with its sd and unit as one text (``numbers.plus_minus``); "–" without a value.
+
+    Example:
+        >>> measured(-11.8734, 0.1, "kcal/mol"), measured(2.2894284851066633), measured(None)
+        ('-11.87 ± 0.10 kcal/mol', '2.289', '–')
+    """
+    return plus_minus(value, sd, unit=unit or None)
+
+
+class CandidateText:
+    """The labels of a campaign's candidates (``pool.describe``: SMILES, formula or name=value pairs, never the
+    InChIKey-like id), read in one query, and whether each has a drawing (``depiction.candidate_svg``)."""
+
+    def __init__(self, ledger: Ledger, campaign_id: str):
+        self._rows = {row.candidate_id: row for row in ledger.candidates(campaign_id)}
+        self._candidates: dict[str, Any] = {}
+
+    def candidate(self, candidate_id: str) -> Any:
+        if candidate_id not in self._candidates:
+            row = self._rows.get(candidate_id)
+            self._candidates[candidate_id] = None if row is None else candidate_from_dict(json.loads(row.canonical))
+        return self._candidates[candidate_id]
+
+    def label(self, candidate_id: str | None) -> str:
+        candidate = None if candidate_id is None else self.candidate(candidate_id)
+        return "" if candidate is None else describe(candidate)
+
+    def arm(self, candidate_id: str) -> str:
+        row = self._rows.get(candidate_id)
+        return "" if row is None else row.arm
+
+    def is_drawn(self, candidate_id: str | None) -> bool:
+        candidate = None if candidate_id is None else self.candidate(candidate_id)
+        return candidate is not None and candidate_svg(candidate) is not None
+
+    def about(self, candidate_id: str | None) -> dict[str, Any]:
+        """What a template needs to show a candidate: its id (for the drawing's URL only), label and ``is_drawn``."""
+        return {"candidate_id": candidate_id, "label": self.label(candidate_id), "is_drawn": self.is_drawn(candidate_id)}
+
+
+def candidate_drawing(ledger: Ledger, campaign_id: str, candidate_id: str) -> str | None:
+    """The SVG drawing of one of the campaign's candidates, or None (not a candidate here, or nothing to draw)."""
+    candidate = CandidateText(ledger, campaign_id).candidate(candidate_id)
+    return None if candidate is None else candidate_svg(candidate)
 
 
 def campaign_rows(ledger: Ledger, runs: BackgroundRuns) -> list[dict[str, Any]]:
@@ -45,26 +134,52 @@ def campaign_rows(ledger: Ledger, runs: BackgroundRuns) -> list[dict[str, Any]]:
     imported = imported_counts(ledger)
     for row in ledger.campaigns():
         run = runs.get(row.id)
-        rows.append({"campaign_id": row.id, "name": row.name, "status": row.status, "stop_reason": row.stop_reason,
+        rows.append({"campaign_id": row.id, "name": row.name, "status": shown_status(ledger, row, run),
+                     "stop_reason": row.stop_reason,
                      **campaign_counts(ledger, row, imported), "n_events": ledger.n_events(row.id),
                      "run_state": None if run is None else run.state})
     return rows
 
 
 def campaign_status(ledger: Ledger, runs: BackgroundRuns, campaign_id: str, spec: CampaignSpec) -> dict[str, Any]:
-    """The status panel: the campaign row, its budget and arms, event count and this dashboard's run of it."""
+    """The status panel: the campaign row (its status as ``shown_status``), the objective with its unit and target,
+    the best lab result so far with its uncertainty and candidate, budget and arms, event count and this dashboard's
+    run of it."""
     row = ledger.campaign(campaign_id)
     run = runs.get(campaign_id)
     objective = spec.objective
+    unit = objective.unit or ""
+    counts = campaign_counts(ledger, row, imported_counts(ledger, campaign_id))
+    best = None
+    if counts["best_value"] is not None:
+        candidates = CandidateText(ledger, campaign_id)
+        best = {**candidates.about(counts["best_candidate_id"]), "value": counts["best_value"],
+                "uncertainty": _uncertainty_of(ledger, campaign_id, counts["best_candidate_id"], counts["best_value"])}
+        best["text"] = measured(best["value"], best["uncertainty"], unit)
+        if objective.direction == "target":
+            best["is_hit"] = objective.is_hit(best["value"], None)
+            best["off_target"] = measured(abs(best["value"] - objective.target), best["uncertainty"], unit)
+    target = None
+    if objective.direction == "target":
+        target = f"{objective.target:g} ± {objective.tolerance:g}" + (f" {unit}" if unit else "")
     return {
-        "campaign_id": campaign_id, "name": row.name, "status": row.status, "stop_reason": row.stop_reason,
-        **campaign_counts(ledger, row, imported_counts(ledger, campaign_id)), "lab_budget": spec.budget.lab_experiments,
-        "n_events": ledger.n_events(campaign_id),
+        "campaign_id": campaign_id, "name": row.name, "status": shown_status(ledger, row, run),
+        "stop_reason": row.stop_reason, **counts, "lab_budget": spec.budget.lab_experiments,
+        "n_events": ledger.n_events(campaign_id), "best": best, "target": target, "unit": unit,
         "main_arm": spec.planner.main, "control_arm": spec.planner.control if spec.planner.control_share else None,
-        "objective": f"{objective.direction} {objective.property}" + (f" ({objective.unit})" if objective.unit else ""),
+        "objective": f"{objective.direction} {objective.property}" + (f" ({unit})" if unit else ""),
         "approval_policy": spec.approval.policy, "failure_policy": spec.lab.failure_policy,
         "run": None if run is None else run.as_dict(),
     }
+
+
+def _uncertainty_of(ledger: Ledger, campaign_id: str, candidate_id: str | None, value: float) -> float | None:
+    """The sd the lab gave with the result ``value`` of ``candidate_id`` (None when it gave none)."""
+    for event in ledger.events(campaign_id, types=[Observed.type]):
+        p = event.payload
+        if p["candidate_id"] == candidate_id and p.get("value") == value:
+            return p.get("uncertainty")
+    return None
 
 
 def funnel_stages(ledger: Ledger, campaign_id: str, rungs: list[str]) -> list[tuple[str, dict[str, int]]]:
@@ -82,20 +197,27 @@ def funnel_stages(ledger: Ledger, campaign_id: str, rungs: list[str]) -> list[tu
     return [*stages, ("measured", counts)]
 
 
-def lab_results(ledger: Ledger, campaign_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest lab results first: candidate (and its label), arm, value, status or failure reason, lab hours."""
+def lab_results(ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, limit: int = 500) -> list[dict[str, Any]]:
+    """The newest ``limit`` lab results, newest first: iteration, job key, candidate (label, drawing), arm, value,
+    its unit and uncertainty (the lab's sd; None when it gave none), status or failure reason, and lab hours.
+
+    Results entered by hand or measured off-plan are lab results too (every provenance but ``imported``)."""
     origin = lab_origin_s(ledger, campaign_id)
     observed = [e for e in ledger.events(campaign_id, types=[Observed.type])
-                if e.payload.get("provenance", "lab") == "lab"][::-1][:limit]
-    labels = {}
-    for event in observed:
-        candidate = ledger.candidate(campaign_id, event.payload["candidate_id"])
-        labels[event.payload["candidate_id"]] = _label(candidate.canonical) if candidate is not None else ""
-    return [{"seq": e.seq, "iteration": e.payload["iteration"], "job_key": e.payload["job_key"],
-             "candidate_id": e.payload["candidate_id"], "label": labels[e.payload["candidate_id"]],
-             "arm": e.payload["arm"], "value": e.payload["value"], "status": e.payload["status"],
-             "reason": e.payload.get("reason"), "lab_hours": (e.payload["sim_time_s"] - origin) / 3600.0}
-            for e in observed]
+                if e.payload.get("provenance", "lab") != "imported"][::-1][:limit]
+    candidates = CandidateText(ledger, campaign_id)
+    unit = spec.objective.unit or ""
+    rows = []
+    for e in observed:
+        p = e.payload
+        rows.append({"seq": e.seq, "iteration": p["iteration"], "job_key": p["job_key"],
+                     **candidates.about(p["candidate_id"]), "arm": p["arm"], "value": p["value"], "unit": unit,
+                     "uncertainty": p.get("uncertainty"),
+                     **dict(zip(("value_text", "uncertainty_text"), rounded_pair(p["value"], p.get("uncertainty")),
+                                strict=True)),
+                     "status": p["status"], "reason": p.get("reason"), "provenance": p.get("provenance", "lab"),
+                     "lab_hours": (p["sim_time_s"] - origin) / 3600.0})
+    return rows
 
 
 def _text(content: Any) -> str:
@@ -119,8 +241,9 @@ def llm_calls(ledger: Ledger, campaign_id: str) -> list[dict[str, Any]]:
 
 
 def pending_questions(ledger: Ledger, runs: BackgroundRuns, campaign_id: str) -> dict[str, Any]:
-    """What the campaign waits on a human for: ``approval`` (a lab batch, with each job's candidate label) and
-    ``failures`` (failed lab jobs to retry, skip or abort), each None when nothing waits.
+    """What the campaign waits on a human for: ``approval`` (a lab batch: per job its candidate's label and drawing,
+    arm, and the surrogate's prediction, ``predicted`` and ``sd`` in the objective's unit, None where none was
+    recorded) and ``failures`` (failed lab jobs to retry, skip or abort), each None when nothing waits.
 
     As in ``closedloop mcp``'s status: nothing while this dashboard's own run drives the campaign, else what the
     ledger says (another process may have answered since a run here stopped); the graph's checkpoint, which an answer
@@ -132,14 +255,55 @@ def pending_questions(ledger: Ledger, runs: BackgroundRuns, campaign_id: str) ->
         return {"approval": None, "failures": None}
     approval = pending_approval(ledger, campaign_id)
     failures = pending_failure_decision(ledger, campaign_id)
+    candidates = CandidateText(ledger, campaign_id)
     if approval is not None:
+        predicted = {p["job_key"]: p for p in approval.get("predictions") or []}
         jobs = []
         for key in approval["job_keys"]:
-            candidate = ledger.candidate(campaign_id, parse_job_key(campaign_id, key)[0])
-            jobs.append({"job_key": key, "label": _label(candidate.canonical) if candidate is not None else "",
-                         "arm": candidate.arm if candidate is not None else ""})
+            candidate_id = parse_job_key(campaign_id, key)[0]
+            jobs.append({"job_key": key, **candidates.about(candidate_id), "arm": candidates.arm(candidate_id),
+                         "predicted": predicted.get(key, {}).get("predicted"), "sd": predicted.get(key, {}).get("sd")})
         approval = {**approval, "jobs": jobs}
+    if failures is not None:
+        failures = {**failures, "failures": [{**f, "label": candidates.label(f["candidate_id"])}
+                                             for f in failures["failures"]]}
     return {"approval": approval, "failures": failures}
+
+
+def pending_entries(ledger: Ledger, campaign_id: str, spec: CampaignSpec) -> dict[str, Any] | None:
+    """What a person enters for a manual campaign (``[lab] driver = "manual"``), or None for another lab:
+
+    - ``pending``: the lab jobs at the bench (``manual_results.pending_jobs``), per job its key, candidate (label,
+      drawing), arm and the surrogate's prediction (``predicted``, ``sd``, objective unit; None where there is none);
+    - ``entered``: results entered that the campaign has not read yet (it reads them when it next runs), per job its
+      candidate, value text, status or reason and who entered it.
+    """
+    if spec.lab.driver != "manual":
+        return None
+    import math
+
+    from orchestrator.loop.manual_results import pending_jobs
+
+    candidates = CandidateText(ledger, campaign_id)
+    pending = []
+    for record in pending_jobs(ledger, campaign_id).to_dict("records"):
+        key = record["job"]
+        candidate_id = parse_job_key(campaign_id, key)[0]
+        mean, sd = record.get("predicted"), record.get("sd")
+        pending.append({"job_key": key, **candidates.about(candidate_id), "arm": candidates.arm(candidate_id),
+                        "predicted": None if mean is None or math.isnan(mean) else float(mean),
+                        "sd": None if sd is None or math.isnan(sd) else float(sd)})
+    observed = {e.payload["job_key"] for e in ledger.events(campaign_id, types=[Observed.type])}
+    entered = []
+    for event in ledger.events(campaign_id, types=["ResultEntered"]):
+        p = event.payload
+        if p["job_key"] in observed:
+            continue
+        entered.append({"job_key": p["job_key"], "label": candidates.label(p["candidate_id"]), "status": p["status"],
+                        "text": (measured(p["value"], p.get("uncertainty"), spec.objective.unit or "")
+                                 if p["status"] == "ok" else f"failed: {p.get('reason') or ''}"),
+                        "by": p.get("by") or event.actor})
+    return {"pending": pending, "entered": entered}
 
 
 def spec_of(ledger: Ledger, campaign_id: str) -> CampaignSpec:

@@ -6,6 +6,7 @@ finish: a result is never abandoned. Retries that can no longer run are recorded
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 from orchestrator.loop.context import CampaignContext
@@ -19,6 +20,8 @@ __all__ = ["decide", "is_failure_stop", "stop_reason", "verdict"]
 
 _UNHEALTHY, _ABORTED = "lab unhealthy", "aborted after job"
 """How the stop reasons of a campaign that ended on lab failures begin (``is_failure_stop``)."""
+
+logger = logging.getLogger(__name__)
 
 
 def is_failure_stop(reason: str | None) -> bool:
@@ -129,6 +132,9 @@ def decide(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     next_state = {"iteration": iteration + 1, "proposed": [], "valid": [], "promoted": [], "job_keys": [],
                   "slots": {}, "retries": []}
     if following != "end":
+        logger.info("decide: iteration %d, %d of %d lab experiments dispatched, %d pending; next: %s%s", iteration,
+                    history.n_dispatched, ctx.spec.budget.lab_experiments, len(history.pending), following,
+                    f" (draining the lab: {reason})" if reason else "")
         return {**next_state, "next_node": following}
     items = _cancel_open_jobs(ctx, iteration, reason) if history.pending else []
     for retry in ctx.view.pending_retries():
@@ -141,4 +147,5 @@ def decide(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     items.append((CampaignStopped(reason=reason, n_lab=n_lab, best_candidate_id=best[0] if best else None,
                                   best_value=best[2] if best else None), "stopped"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="orchestrator")
+    logger.info("decide: iteration %d, campaign stopped after %d lab result(s): %s", iteration, n_lab, reason)
     return {"is_done": True, "stop_reason": reason, "next_node": "end"}

@@ -1,7 +1,8 @@
 """dispatch: check each approved job against the driver's safety envelope, then submit it.
 
 An out-of-envelope job is recorded as ``Rejected`` and never reaches the driver. Submits are idempotent on the job
-key, so a resumed node is safe. A retry waits on the lab clock until its back-off has passed.
+key, so a resumed node is safe. A retry waits on the lab clock until its back-off has passed. A manual lab's clock
+is the later of the wall clock and the newest result entered (a person's time stamps may run ahead of it).
 """
 
 from __future__ import annotations
@@ -49,8 +50,11 @@ def dispatch(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         if key in not_before:
             ctx.lab.run_until(not_before[key])  # the back-off passes on a simulated lab's clock
         handle = ctx.lab.submit(job)
+        at = ctx.lab.now(view.started_at)
+        if ctx.lab.is_manual and view.entered.latest_s is not None:
+            at = max(at, view.entered.latest_s)
         items.append((Dispatched(iteration=iteration, job_key=handle.job_key, candidate_id=candidate_id, arm=arm,
-                                 driver=ctx.lab.name, sim_time_s=ctx.lab.now(view.started_at)), f"dispatched:{key}"))
+                                 driver=ctx.lab.name, sim_time_s=at), f"dispatched:{key}"))
     # The events follow the submits, in one transaction: after a crash in between, the resumed node resubmits (a
     # no-op on the job key) and records them.
     ctx.ledger.append_many(ctx.campaign_id, items, actor="dispatcher")

@@ -23,6 +23,7 @@ from orchestrator.loop.state import CampaignState
 from orchestrator.loop.summary import arm_comparison, comparison_ceiling
 from orchestrator.policy.planners import campaign_kernel, campaign_surrogate_state
 from orchestrator.seeding import derive_seed
+from orchestrator.space.pool import describe
 from vocabulary.events import (
     ArmsCompared,
     RungAssessment,
@@ -102,6 +103,12 @@ def learn(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                                    hyperparameters=hyperparameters, incumbent=best[3] if best else None),
                   f"it{iteration}:surrogate"))
     ctx.ledger.append_many(ctx.campaign_id, items, actor="learner")
+    if logger.isEnabledFor(logging.INFO):
+        rungs = (f"; {sum(bool(a.is_informative) for a in assessed)} of {len(assessed)} rung(s) informative"
+                 if assessed else "")
+        logger.info("learn: iteration %d, surrogate %s on %d lab result(s); best so far %s%s", iteration, model, n_train,
+                    "none" if best is None else f"{best[2]:.4g} {ctx.spec.objective.unit} ({describe(ctx.pool.get(best[0]))})",
+                    rungs)
     return {}
 
 

@@ -12,11 +12,13 @@ coin is not scored as an abstention; the running share gives the slot back later
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from orchestrator.loop.context import CampaignContext
 from orchestrator.loop.llm_calls import LedgerLLMRecorder
-from orchestrator.loop.ruled_out import failed_for_good
+from orchestrator.loop.ruled_out import failed_for_good, held_after_denial
 from orchestrator.loop.state import CampaignState
 from orchestrator.policy.planners import PlanningContext
 from orchestrator.seeding import derive_seed
@@ -27,6 +29,9 @@ from vocabulary.events import (
 )
 
 __all__ = ["allocate_slots", "lab_slots", "plan", "settle_conflicts", "slots_after_conflicts"]
+
+
+logger = logging.getLogger(__name__)
 
 
 def allocate_slots(n_dispatched: int, n_control_so_far: int, n_slots: int, control_share: float) -> int:
@@ -138,7 +143,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     generate = spec.space.generate
     if generate and n_slots > 0:
         items += _grow_by_mutation(ctx, iteration, history)
-    excluded = set(history.tested) | _rejected_for_good(ctx) | failed_for_good(ctx)
+    excluded = set(history.tested) | _rejected_for_good(ctx) | failed_for_good(ctx) | held_after_denial(ctx, iteration)
     # By row, not by scanning every id: a streamed pool spells ids on demand.
     excluded_rows = [pool.index[cid] for cid in excluded if cid in pool.index]
     is_available = np.ones(len(pool), dtype=bool)
@@ -210,6 +215,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                 hypothesis=proposal.hypothesis,
                 rationale=proposal.rationale,
                 expected=proposal.expected,
+                expected_sd=proposal.expected_sd,
                 acquisition=proposal.acquisition,
                 is_fallback=proposal.is_fallback,
                 is_bo_pick=proposal.is_bo_pick,
@@ -222,4 +228,7 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         # gives it back in a later iteration.
         slots[arm] = slots_after_conflicts(slots[arm], len(proposals) - n_lost, n_lost)
     ctx.ledger.append_many(ctx.campaign_id, items, actor="planner")
+    logger.info("plan: iteration %d, %d proposal(s) for %d lab slot(s) (%s), %d retried job(s), %d of %d candidates "
+                "still available", iteration, len(proposed_ids), n_slots,
+                ", ".join(f"{arm} {n}" for arm, n in slots.items()) or "none", len(retries), len(available), len(pool))
     return {"proposed": proposed_ids, "slots": slots, "retries": retries}

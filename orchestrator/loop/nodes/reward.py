@@ -23,6 +23,7 @@ ledgers: a ``RungValidated`` per rung).
 from __future__ import annotations
 
 import bisect
+import logging
 from typing import Any
 
 from orchestrator.loop.context import CampaignContext
@@ -50,6 +51,9 @@ from vocabulary.events import (
 __all__ = ["StepScoreMemo", "criterion_scores", "judge_call_records", "recompute_rewards", "recorded_judge_answers", "reward",
            "reward_records", "scored_iterations", "step_summary", "stored_rewards", "superseding_records",
            "trajectory_rewards"]
+
+
+logger = logging.getLogger(__name__)
 
 
 def _install_judge_loader() -> None:
@@ -168,6 +172,10 @@ def reward(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     # them), then the records.
     ctx.ledger.append_many(ctx.campaign_id, offered + judge_call_records(recorder.calls, iteration) + items,
                            actor=actor)
+    n_final = sum(isinstance(payload, RewardFinalised) for payload, _ in items)
+    n_estimated = sum(isinstance(payload, RewardEstimated) for payload, _ in items)
+    logger.info("reward: iteration %d, rubric %s@%s, %d reward(s) finalised and %d estimated, %d judge call(s)",
+                iteration, rubric.id, rubric.version, n_final, n_estimated, len(recorder.calls))
     return {}
 
 

@@ -29,6 +29,7 @@ uninformative runs on those it has not measured within each arm's allowance, so 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 
 import numpy as np
@@ -46,6 +47,9 @@ from vocabulary.domain import Observation
 from vocabulary.events import RungDecision, RungRun, Screened
 
 __all__ = ["apportion", "screen"]
+
+
+logger = logging.getLogger(__name__)
 
 
 def _promoted(cid, from_rung, to_rung, decision, reason, score=None, numbers=None) -> RungDecision:
@@ -391,4 +395,8 @@ def screen(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     if not single_fidelity:
         ladder.probe(promoted)
     ladder.record()
+    logger.info("screen: iteration %d, %d valid proposal(s), %s; %d promoted to the lab, %.1f s of compute",
+                ladder.iteration, len(state.get("valid", [])),
+                ", ".join(f"{name} ran {len(ids)}" for name, ids in ladder.ran.items()) or "no rung run",
+                len(promoted), ladder.spent_s)
     return {"promoted": promoted}

@@ -16,6 +16,7 @@ import numpy as np
 
 from orchestrator.loop.trajectory_fold import TrajectoryFold
 from orchestrator.loop.view.calls import RecordedCalls
+from orchestrator.loop.view.entered import EnteredResults
 from orchestrator.loop.view.failures import FailureDecisions
 from orchestrator.loop.view.fits import SurrogateFits
 from orchestrator.loop.view.lab_jobs import LabHistory, LabJobs
@@ -92,8 +93,10 @@ class CampaignView:
         self.proposals = Proposals()
         self.fits = SurrogateFits()
         self.calls = RecordedCalls()
+        self.entered = EnteredResults()
+        """Results entered by hand for a manual lab's jobs."""
         self.trajectories = TrajectoryFold(spec)
-        folds = [self.lab, self.failures, self.rungs, self.proposals, self.fits, self.calls]
+        folds = [self.lab, self.failures, self.rungs, self.proposals, self.fits, self.calls, self.entered]
         if spec.space.generate:
             folds.append(_PoolGrowth(pool))
         self._routes: dict[str, list] = defaultdict(list)

@@ -21,13 +21,17 @@ class Proposals:
         """Candidate id -> the arm that first proposed it."""
         self.rejected_for_good: set[str] = set()
         """Candidates validation rejected as invalid or out of space (not mere duplicates)."""
+        self.denied_at: dict[str, int] = {}
+        """Candidate id -> the newest iteration a person denied it at approval (``ruled_out.held_after_denial``)."""
         self.sources: dict[tuple[str, str], str] = {}
         """(arm, candidate id) -> ``"anchor"`` or ``"fallback"``, as its ``Proposed`` record says."""
 
     def on(self, event: Event) -> None:
         p = event.payload
         if event.type == Rejected.type:
-            if p["candidate_id"] and "duplicate" not in p["reason"]:
+            if p["candidate_id"] and p.get("stage") == "approve":
+                self.denied_at[p["candidate_id"]] = max(p["iteration"], self.denied_at.get(p["candidate_id"], -1))
+            elif p["candidate_id"] and "duplicate" not in p["reason"]:
                 self.rejected_for_good.add(p["candidate_id"])
             return
         if p["iteration"] > self.iteration:

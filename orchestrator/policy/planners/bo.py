@@ -370,6 +370,8 @@ class BOPlanner:
                     hypothesis=f"predicted {what} {mu:.3g} ± {sigma:.2g} against the incumbent utility {best:.3g}",
                     rationale="highest log expected improvement given the lab data and pending jobs",
                     expected=float(mu) if is_value else _utility_to_value(context, float(mu)),
+                    # a value's sd is the utility's where the utility is the value or its negative (not a target's)
+                    expected_sd=float(sigma) if is_value or _utility_to_value(context, 1.0) is not None else None,
                     acquisition=float(acq),
                 )
             )

@@ -144,7 +144,7 @@ def test_approval_gate_from_the_cli(tmp_path):
     db = tmp_path / "gate.db"
     waiting = json.loads(invoke("run", spec, "--db", db, "--lab-budget", 4, "--json", "--campaign-id", "g",
                                 "--planner", "bo").stdout)
-    assert waiting["status"] == "awaiting_approval" and waiting["n_lab"] == 0
+    assert waiting["status"] == "waiting_for_approval" and waiting["n_lab"] == 0
     assert len(waiting["approval"]["job_keys"]) == 4
     done = json.loads(invoke("run", "--resume", "g", "--db", db, "--yes", "--json").stdout)
     assert done["status"] == "stopped" and done["n_lab"] == 4
@@ -234,7 +234,7 @@ def test_the_cli_records_who_approved(tmp_path, monkeypatch):
     assert bad.exit_code == 2 and "not printable" in bad.output
     assert _approvers(db, "w") == []  # the bad name was refused before anything was written
     named = json.loads(invoke("run", "--resume", "w", "--db", db, "--approve", "all", "--by", "ada", "--json").stdout)
-    assert named["status"] == "awaiting_approval"  # the second batch of the budget waits
+    assert named["status"] == "waiting_for_approval"  # the second batch of the budget waits
     assert _approvers(db, "w") == [("human:ada", "human:ada")]
     done = json.loads(invoke("run", "--resume", "w", "--db", db, "--yes", "--json").stdout)
     assert done["status"] == "stopped"

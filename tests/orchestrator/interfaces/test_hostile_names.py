@@ -66,7 +66,7 @@ def hostile(tmp_path_factory):
     db = tmp_path / "hostile.db"
     result = invoke("run", gated_spec(tmp_path, HOSTILE_NAME), "--db", db, "--lab-budget", 4, "--planner", "bo",
                     "--control-share", 0)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # waiting for approval
     [row] = json.loads(invoke("ls", "--db", db, "--json").stdout)
     return db, row["campaign_id"], result
 
@@ -118,9 +118,9 @@ def test_the_approval_hint_of_run_pastes_as_the_command_it_names(tmp_path, campa
     db = tmp_path / "my ledger $(touch PWNED).db"
     result = invoke("run", gated_spec(tmp_path, "demo"), "--db", db, "--lab-budget", 4, "--planner", "bo",
                     "--control-share", 0, "--campaign-id", campaign_id)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # waiting for approval
     [hint] = [line.split("lab job(s): ", 1)[1] for line in result.stdout.splitlines() if "lab job(s): " in line]
-    expected = ["run", "--resume", campaign_id, "--db", str(db), "--approve", "all"]
+    expected = ["run", "--resume", campaign_id, "--db", str(db)]  # which asks: no blanket --approve all
     assert shlex.split(hint) == ["closedloop", *expected]
     paste = tmp_path / "paste"
     paste.mkdir()

@@ -23,9 +23,9 @@ pytest.importorskip("mcp", reason='the mcp extra is not installed: pip install "
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-TOOLS = {"list_campaigns", "start_campaign", "resume_campaign", "stop_campaign", "campaign_status",
+TOOLS = {"list_campaigns", "start_campaign", "resume_campaign", "stop_campaign", "campaign_status", "suggest",
          "campaign_timeline", "approve_dispatch", "reject_dispatch", "decide_failed_jobs",
-         "campaign_report"}
+         "campaign_report", "add_results", "export_results"}
 
 
 @asynccontextmanager
@@ -110,6 +110,9 @@ def test_an_agent_starts_a_campaign_watches_it_finish_and_reads_it(tmp_path):
     ledger.close()
     assert done["status"] == "stopped" and done["n_lab"] == 6 == row.n_lab
     assert [e.type for e in events].count("Dispatched") == 6 and events[-1].type == "CampaignStopped"
+    # the best candidate is named as a chemist writes it (its conditions), never by an id alone
+    best_label = listed["campaigns"][0].pop("best_candidate")
+    assert "Aryl_halide_SMILES=" in best_label and row.best_candidate_id not in best_label
     assert listed["campaigns"] == [{"campaign_id": "drive", "name": "buchwald-hartwig-yield", "status": "stopped",
                                     "n_lab": 6, "n_imported": 0, "best_value": row.best_value,
                                     "best_candidate_id": row.best_candidate_id,
@@ -132,17 +135,17 @@ def test_approval_through_mcp_takes_the_cli_path_and_obeys_the_policy(tmp_path):
         async with mcp_session(db) as session:
             await call(session, "start_campaign", spec=str(spec), planner="random", control_share=0, lab_budget=10,
                        campaign_id="gate")
-            waiting = await poll(session, "gate", {"awaiting_approval"})
+            waiting = await poll(session, "gate", {"waiting_for_approval"})
             keys = waiting["run"]["question"]["job_keys"]
             typo = await call_error(session, "approve_dispatch", campaign_id="gate", job_keys=[keys[0] + "x"])
             bad_name = await call_error(session, "approve_dispatch", campaign_id="gate", by="ada\nroot")
             partly = await call(session, "approve_dispatch", campaign_id="gate", job_keys=keys[:-1], by="ada")
-            again = await poll(session, "gate", {"awaiting_approval"})
+            again = await poll(session, "gate", {"waiting_for_approval"})
             rejected = await call(session, "reject_dispatch", campaign_id="gate")
-            status = await poll(session, "gate", {"awaiting_approval", "finished"})
+            status = await poll(session, "gate", {"waiting_for_approval", "finished"})
             while status["run"]["state"] != "finished":
                 await call(session, "approve_dispatch", campaign_id="gate")
-                status = await poll(session, "gate", {"awaiting_approval", "finished"})
+                status = await poll(session, "gate", {"waiting_for_approval", "finished"})
             too_late = await call_error(session, "approve_dispatch", campaign_id="gate")
             return waiting, keys, typo, bad_name, partly, again, rejected, status, too_late
 

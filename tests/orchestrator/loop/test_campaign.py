@@ -319,7 +319,7 @@ def test_run_without_the_summary_returns_the_status_the_summary_would_show():
     spec = small_spec(lab_experiments=4, approval__policy="interrupt")
     with Campaign.start(spec, db=":memory:", campaign_id="light", durability="exit") as campaign:
         waiting = campaign.run(summary=False)
-        assert waiting == {"campaign_id": "light", "status": "running", "stop_reason": None}
+        assert waiting == {"campaign_id": "light", "status": "waiting_for_approval", "stop_reason": None}
         assert campaign.pending_interrupt is not None
         assert campaign.run(summary=False) == waiting  # still waiting: nothing ran
         while (status := campaign.run(approval=True, summary=False))["status"] != "stopped":

@@ -9,9 +9,13 @@ from orchestrator.ledger import verify
 from orchestrator.loop.campaign import Campaign
 from orchestrator.loop.human_answer import (
     MAX_NAME_CHARS,
+    MAX_REASON_CHARS,
     InvalidApprover,
+    InvalidReason,
     actor,
     checked_name,
+    denial_reasons,
+    plain_answer,
     read_answer,
     resume_value,
 )
@@ -90,3 +94,24 @@ def test_a_named_resume_value_given_to_the_graph_directly_is_read_by_the_node(tm
             break  # the approve node has run: its update is the first chunk
         [approved] = campaign.ledger.events("direct", types=["Approved"])
         assert approved.payload["approved_by"] == "human:grace"
+
+
+def test_an_answer_with_reasons_keeps_them_and_takes_the_name():
+    value = resume_value({"answer": ["c/A"], "reasons": {"c/B": " toxic "}, "reason": "too dear"}, by="ada")
+    assert value["by"] == "ada" and read_answer(value) == (["c/A"], "human:ada") and plain_answer(value) == ["c/A"]
+    assert denial_reasons(value, ["c/B", "c/C"]) == {"c/B": "toxic", "c/C": "too dear"}
+    assert read_answer({"answer": False, "reason": "x"}) == (False, "human")  # no name: plain human
+    assert denial_reasons(False, ["c/A"]) == {} and denial_reasons({"answer": False, "reason": "  "}, ["c/A"]) == {}
+    assert plain_answer({"c/A": "retry"}) == {"c/A": "retry"}  # a recover decision is never taken for a wrapped one
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ({"answer": False, "reason": "two\nlines"}, "one plain line"),
+    ({"answer": False, "reason": "x" * (MAX_REASON_CHARS + 1)}, f"at most {MAX_REASON_CHARS}"),
+    ({"answer": False, "reason": 3}, "must be text"),
+    ({"answer": False, "reasons": ["c/A"]}, "must map job keys"),
+])
+def test_a_bad_reason_is_refused_before_the_graph_runs(value, why):
+    with pytest.raises(InvalidReason, match=why):
+        resume_value(value, by=None)
+    assert issubclass(InvalidReason, ClosedLoopError)

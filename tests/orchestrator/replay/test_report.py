@@ -198,7 +198,8 @@ def test_a_second_report_into_the_same_folder_needs_force(ledger_of, tmp_path):
         write_report(ledger_of, CID, tmp_path / "out")
     assert (tmp_path / "out" / "index.html").read_bytes() == first
     write_report(ledger_of, CID, tmp_path / "out", force=True)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([*REPORT_FIGURES.values(), "index.html"])
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([*REPORT_FIGURES.values(), "index.html",
+                                                                           "results.csv"])
 
 
 def test_report_out_onto_a_file_link_or_fifo_is_one_error_line(campaign, tmp_path):

@@ -49,10 +49,11 @@ def gated_spec(tmp_path: Path) -> Path:
     return spec
 
 
-def closedloop(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def closedloop(*args: str, cwd: Path, exit_codes: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+    """``closedloop ARGS``, which must exit with one of ``exit_codes`` (3: waiting for approval, 4: for results)."""
     result = subprocess.run([sys.executable, "-m", "orchestrator.interfaces.cli_main", *args], cwd=cwd, env=ENV, timeout=300,
                             capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode in exit_codes, result.stderr
     return result
 
 
@@ -91,8 +92,8 @@ def test_the_dashboard_shows_a_running_campaign_and_approves_from_the_page(tmp_p
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     # another process runs the campaign up to its first approval gate, and lets go of it there
     waiting = closedloop("run", str(spec), "--db", str(db), "--planner", "random", "--control-share", "0",
-                         "--lab-budget", "6", "--campaign-id", "watched", "--json", cwd=tmp_path)
-    assert '"status": "awaiting_approval"' in waiting.stdout
+                         "--lab-budget", "6", "--campaign-id", "watched", "--json", cwd=tmp_path, exit_codes=(3,))
+    assert '"status": "waiting_for_approval"' in waiting.stdout
     [requested] = ledger_events(db, "watched", "ApprovalRequested")
     dashboard, url = start_dashboard(db)
     try:
@@ -110,16 +111,18 @@ def test_the_dashboard_shows_a_running_campaign_and_approves_from_the_page(tmp_p
             page.wait_for_url(url + "/campaigns/watched")
             approval = page.locator("form.approval")
             for key in requested["job_keys"]:
-                expect(approval).to_contain_text(key)
+                expect(approval.locator(f"tr.job[data-job='{key}']")).to_be_visible()
+            expect(page.locator("#campaign-status")).to_have_text("waiting for approval")
             expect(page.locator("#results")).to_contain_text("no lab results yet")
             for name in ("funnel", "best_so_far", "gantt", "rewards"):
                 expect(page.locator(f"#plot-{name}")).to_have_js_property("complete", True)
-            page.screenshot(path=ARTIFACTS / "campaign_awaiting_approval.png", full_page=True)
+            page.screenshot(path=ARTIFACTS / "campaign_waiting_for_approval.png", full_page=True)
 
             # Approve in the page: the approve node records the answer, as `--approve all` and MCP would
             # (the page's "answer recorded" note is transient: the next live refresh of the panel replaces it, so the
             # ledger is what the test waits for)
-            page.click("#approve")
+            page.click("#choose-approve")
+            page.click("#send-answer")
             [approved] = wait_for(lambda: ledger_events(db, "watched", "Approved"), timeout_s=180, what="Approved")
             assert approved["job_keys"] == requested["job_keys"] and approved["denied_keys"] == []
             assert approved["approved_by"] == "human" and approved["policy"] == "interrupt"
@@ -130,11 +133,13 @@ def test_the_dashboard_shows_a_running_campaign_and_approves_from_the_page(tmp_p
                      what="second approval request")
             wait_for(lambda: is_free(db, "watched"), timeout_s=60, what="the dashboard's run letting go")
             second = ledger_events(db, "watched", "ApprovalRequested")[-1]
-            expect(page.locator("form.approval")).to_contain_text(second["job_keys"][0], timeout=10_000)
+            expect(page.locator(f"form.approval tr.job[data-job='{second['job_keys'][0]}']")).to_be_visible(
+                timeout=10_000)
 
             # a third process answers the second gate: its new results reach the open page within seconds
             seen = {o["job_key"] for o in ledger_events(db, "watched", "Observed")}
-            closedloop("run", "--resume", "watched", "--db", str(db), "--approve", "all", "--json", cwd=tmp_path)
+            closedloop("run", "--resume", "watched", "--db", str(db), "--approve", "all", "--json", cwd=tmp_path,
+                       exit_codes=(0, 3))
             observed = ledger_events(db, "watched", "Observed")
             new = [o["job_key"] for o in observed if o["job_key"] not in seen]
             assert new, "the resumed campaign measured nothing new"
@@ -144,7 +149,7 @@ def test_the_dashboard_shows_a_running_campaign_and_approves_from_the_page(tmp_p
             latest = ledger_events(db, "watched", "ApprovalRequested")[-1]
             if not ledger_events(db, "watched", "CampaignStopped"):  # the page asks about the gate it waits at now
                 for key in latest["job_keys"]:
-                    expect(page.locator("form.approval")).to_contain_text(key, timeout=10_000)
+                    expect(page.locator(f"form.approval tr.job[data-job='{key}']")).to_be_visible(timeout=10_000)
             page.wait_for_timeout(5_000)  # the plots follow at most every 4 s
             for name in ("funnel", "best_so_far", "gantt", "rewards"):
                 expect(page.locator(f"#plot-{name}")).to_have_js_property("complete", True)

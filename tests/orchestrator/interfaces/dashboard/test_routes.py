@@ -48,9 +48,9 @@ def test_pages_are_rendered_on_the_server(client):
     assert 'data-campaign="gated"' in listing.text and "/static/htmx.min.js" in listing.text
     page = client.get("/campaigns/gated")
     assert page.status_code == 200
-    for panel in ("status", "approvals", "plots", "results", "llm_calls"):
+    for panel in ("status", "approvals", "entry", "plots", "results", "llm_calls"):
         assert f'id="{panel}"' in page.text
-    assert 'id="approve"' in page.text and 'id="reject"' in page.text
+    assert 'id="send-answer"' in page.text and 'name="choice:gated/' in page.text
     assert client.get("/static/htmx.min.js").status_code == 200  # vendored: nothing comes from a CDN
     assert "cdn" not in page.text.lower() and "https://" not in page.text
 
