@@ -45,6 +45,20 @@ def small_spec(path: Path = FREESOLV_SPEC, **overrides):
     return validate_spec(data)
 
 
+def surveyed_freesolv(tmp_path: Path, *, n_molecules: int, lab_experiments: int):
+    """The example spec on the first ``n_molecules`` FreeSolv molecules, with the real ladder (descriptors, GFN2-xTB,
+    the GAFF table) and a survey allowed (`[screening] survey_share = 0.5`), so a campaign surveys xtb in seconds."""
+    import pandas as pd
+
+    from orchestrator.spec import validate_spec
+
+    frame = pd.read_csv(FREESOLV_SPEC.parent / "data" / "FreeSolv_gauche.csv").head(n_molecules)
+    frame.to_csv(tmp_path / "pool.csv", index=False)
+    data = small_spec(lab_experiments=lab_experiments, screening__survey_share=0.5).model_dump()
+    data["space"]["pool"] = str(tmp_path / "pool.csv")
+    return validate_spec(data)
+
+
 @pytest.fixture
 def freesolv_spec():
     return small_spec()

@@ -133,7 +133,8 @@ def _simlab_params_for(spec_path: Path) -> dict[str, Any]:
     spec = load_spec(spec_path)
     pool = load_pool(spec)
     oracle = TableOracle(pool.column(spec.lab.oracle_column or "_oracle"), property=spec.objective.property)
-    return {"oracle": oracle, "noise_sd": spec.lab.noise_sd, "seed": spec.campaign.seed, **spec.lab.parameters}
+    return {"oracle": oracle, "noise_sd": spec.lab.noise_sd, "seed": spec.campaign.seed, "unit": spec.objective.unit,
+            **spec.lab.parameters}
 
 
 # --------------------------------------------------------------------------------------------------- env

@@ -12,6 +12,11 @@ Example:
     >>> describe_event("Observed", {"iteration": 2, "job_key": "c1/mol-7", "candidate_id": "mol-7", "value": -5.0912,
     ...     "uncertainty": 0.1, "status": "ok", "sim_time_s": 7200.0}, labels={"mol-7": "CCO"})
     'it2 CCO = -5.09 ± 0.10 (ok) at 2.0 h'
+    >>> describe_event("ResultEntered", {"job_key": "c1/mol-7", "candidate_id": "mol-7", "value": 71.234,
+    ...     "uncertainty": 1.5, "status": "ok", "sim_time_s": 86400.0, "by": "human:ada"}, labels={"mol-7": "CCO"})
+    'human:ada entered CCO = 71.2 ± 1.5 (ok) at 24.0 h'
+    >>> describe_event("ResultsAwaited", {"iteration": 3, "job_keys": ["c1/mol-7"]}, labels={"mol-7": "CCO"})
+    'it3 waiting for results of CCO'
 """
 
 from __future__ import annotations
@@ -91,6 +96,12 @@ def describe_event(kind: str, p: dict[str, Any], labels: Mapping[str, str] | Non
         case "Observed":
             value = plus_minus(p["value"], p.get("uncertainty")) if p["value"] is not None else "—"
             return f"{it}{name(p['candidate_id'])} = {value} ({p['status']}) at {p['sim_time_s'] / 3600:.1f} h"
+        case "ResultEntered":
+            value = plus_minus(p["value"], p.get("uncertainty")) if p["value"] is not None else "—"
+            why = f": {p['reason']}" if p.get("reason") else ""
+            return f"{p['by']} entered {job(p['job_key'])} = {value} ({p['status']}{why}) at {p['sim_time_s'] / 3600:.1f} h"
+        case "ResultsAwaited":
+            return f"{it}waiting for results of {', '.join(job(k) for k in p['job_keys'])}"
         case "Scored":
             return f"{it}{p['stage']} {p['criterion_id']} = {p['value']:+.2f}"
         case "SurrogateUpdated":

@@ -379,8 +379,14 @@ class Campaign:
     # ------------------------------------------------------------------------------------------------ ask/tell
     def suggest(self) -> pd.DataFrame:
         """The jobs waiting at the bench: ``job``, the candidate's own columns, ``predicted``, ``sd`` (the
-        objective's unit). Run the campaign (``run``) first to plan and dispatch a batch."""
-        return pending_jobs(self.ledger, self.campaign_id)
+        objective's unit). On a manual lab with nothing left to measure it runs the campaign first, which records
+        the results entered so far and plans and dispatches the next batch, so ``suggest`` / ``add_results`` /
+        ``suggest`` is the whole ask-tell loop (an empty frame: the campaign stopped or waits for approval)."""
+        jobs = pending_jobs(self.ledger, self.campaign_id)
+        if jobs.empty and self.ctx.lab.is_manual and self.status()["status"] != "stopped":
+            self.run()
+            jobs = pending_jobs(self.ledger, self.campaign_id)
+        return jobs
 
     def add_results(self, frame: pd.DataFrame | Any, by: str | None = None) -> ResultsReceipt:
         """Enter results by hand (``orchestrator.loop.manual_results.add_results``); ``run`` then records them and

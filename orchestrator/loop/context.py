@@ -143,6 +143,7 @@ def _build_driver(spec: CampaignSpec, pool: Pool):
                               else TableOracle(pool.column(column), property=spec.objective.property))
         params.setdefault("noise_sd", spec.lab.noise_sd)
         params.setdefault("seed", spec.campaign.seed)
+        params.setdefault("unit", spec.objective.unit)  # a bounded unit ("%") bounds the readings
     if spec.lab.driver == "recorded":
         from orchestrator.loop.recorded_lab import resolve_recorded_lab
 

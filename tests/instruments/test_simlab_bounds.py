@@ -48,3 +48,20 @@ def test_unit_bounds():
 def test_bounds_that_are_not_a_range_are_refused_naming_them(bounds):
     with pytest.raises(SetupError, match="bounds="):
         _lab(50.0, bounds=bounds)
+
+
+def test_a_campaign_passes_its_objective_unit_to_the_simulated_lab(tmp_path):
+    """Buchwald–Hartwig yields (%) measured with a lot of noise: every recorded reading is within 0..100 %."""
+    from orchestrator.ledger import Ledger
+    from orchestrator.loop.campaign import Campaign
+    from tests.conftest import BUCHWALD_SPEC, small_spec
+
+    spec = small_spec(BUCHWALD_SPEC, lab_experiments=16, lab__noise_sd=60.0)
+    assert spec.objective.unit == "%"
+    with Campaign.start(spec, db=tmp_path / "bh.db", campaign_id="bh") as campaign:
+        campaign.run()
+    ledger = Ledger.open(tmp_path / "bh.db")
+    values = [e.payload["value"] for e in ledger.events("bh", types=["Observed"]) if e.payload["value"] is not None]
+    ledger.close()
+    assert len(values) == 16 and all(0.0 <= v <= 100.0 for v in values)
+    assert {0.0, 100.0} & set(values)  # noise of 60 % reaches a bound: the check above means something

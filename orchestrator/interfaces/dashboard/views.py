@@ -127,17 +127,20 @@ def candidate_drawing(ledger: Ledger, campaign_id: str, candidate_id: str) -> st
 
 
 def campaign_rows(ledger: Ledger, runs: BackgroundRuns) -> list[dict[str, Any]]:
-    """Every campaign in the ledger, oldest first: id, name, status, lab experiments, best value, events, and the state
+    """Every campaign in the ledger, oldest first: id, name, status, lab experiments, best value and its candidate's
+    label (``best_label``: SMILES, formula or conditions), events, and the state
     of this dashboard's own run of it (None unless an approval here drives it). Imported past results are
     ``n_imported``, not lab experiments, and the best value is of its own lab results (``campaign_counts``)."""
     rows = []
     imported = imported_counts(ledger)
     for row in ledger.campaigns():
         run = runs.get(row.id)
+        counts = campaign_counts(ledger, row, imported)
+        best = counts.get("best_candidate_id")
         rows.append({"campaign_id": row.id, "name": row.name, "status": shown_status(ledger, row, run),
-                     "stop_reason": row.stop_reason,
-                     **campaign_counts(ledger, row, imported), "n_events": ledger.n_events(row.id),
-                     "run_state": None if run is None else run.state})
+                     "stop_reason": row.stop_reason, **counts,
+                     "best_label": "" if best is None else CandidateText(ledger, row.id).label(best),
+                     "n_events": ledger.n_events(row.id), "run_state": None if run is None else run.state})
     return rows
 
 

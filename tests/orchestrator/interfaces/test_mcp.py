@@ -123,6 +123,8 @@ def test_an_agent_starts_a_campaign_watches_it_finish_and_reads_it(tmp_path):
     assert first["events"][0]["type"] == "CampaignStarted" and "payload" not in first["events"][0]
     assert rest["events"][-1]["payload"]["reason"] == row.stop_reason
     assert len(observed["events"]) == 6 and all(e["type"] == "Observed" for e in observed["events"])
+    # each line names its candidate by its conditions, as `closedloop show` does, never by its id
+    assert all("Aryl_halide_SMILES=" in e["what"] and "cond-" not in e["what"] for e in observed["events"])
     assert report["status"] == "stopped" and report["n_lab"] == 6 and report["main_arm"] == "bo"
     assert report["best"]["value"] == pytest.approx(row.best_value)
 

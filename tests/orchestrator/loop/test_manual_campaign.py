@@ -230,3 +230,17 @@ def test_a_robot_lab_takes_off_plan_measurements_but_reports_its_own_jobs(tmp_pa
         summary = campaign.run()
     assert summary["status"] == "stopped" and summary["n_lab"] == 3 and summary["n_imported"] == 1
     assert not ledger.events("robot", types=["ResultEntered", "ResultsAwaited"])
+
+
+def test_suggest_and_add_results_alone_are_the_ask_tell_loop(tmp_path):
+    spec = manual_spec(budget=4)
+    with Campaign.start(spec, db=tmp_path / "ledger.db", campaign_id="asktell") as campaign:
+        seen = []
+        for _ in range(2):
+            jobs = campaign.suggest()  # plans and dispatches the next batch when nothing is left at the bench
+            assert len(jobs) == 2 and not set(jobs["job"]) & set(seen)
+            seen += list(jobs["job"])
+            campaign.add_results(jobs.assign(**{"yield": [truth(s) for s in jobs["smiles"]]}))
+        assert campaign.suggest().empty  # the budget is spent: nothing more to run
+        summary = campaign.summary()
+    assert summary["status"] == "stopped" and summary["n_lab"] == 4

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from orchestrator.loop.campaign import Campaign
-from orchestrator.spec import validate_spec
-from tests.conftest import FREESOLV_SPEC, small_spec
+from tests.conftest import surveyed_freesolv
 from vocabulary.events import expand_batches
 
 
 @pytest.fixture
 def small_freesolv(tmp_path):
     """40 FreeSolv molecules with the real ladder (descriptors, GFN2-xTB, GAFF table) and a survey allowed."""
-    frame = pd.read_csv(FREESOLV_SPEC.parent / "data" / "FreeSolv_gauche.csv").head(40)
-    frame.to_csv(tmp_path / "pool.csv", index=False)
-    data = small_spec(lab_experiments=8, screening__survey_share=0.5).model_dump()
-    data["space"]["pool"] = str(tmp_path / "pool.csv")
-    return validate_spec(data)
+    return surveyed_freesolv(tmp_path, n_molecules=40, lab_experiments=8)
 
 
 def _run(spec, db, campaign_id):

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from orchestrator.loop.campaign import Campaign
 from orchestrator.loop.nodes.survey import survey_label
-from orchestrator.spec import validate_spec
-from tests.conftest import FREESOLV_SPEC, small_spec
+from tests.conftest import surveyed_freesolv
 from vocabulary.events import expand_batches
 
 
 @pytest.fixture
 def tiny_freesolv(tmp_path):
     """20 FreeSolv molecules with the real ladder (descriptors, GFN2-xTB, GAFF table) and a survey allowed."""
-    frame = pd.read_csv(FREESOLV_SPEC.parent / "data" / "FreeSolv_gauche.csv").head(20)
-    frame.to_csv(tmp_path / "pool.csv", index=False)
-    data = small_spec(lab_experiments=4, screening__survey_share=0.5).model_dump()
-    data["space"]["pool"] = str(tmp_path / "pool.csv")
-    return validate_spec(data)
+    return surveyed_freesolv(tmp_path, n_molecules=20, lab_experiments=4)
 
 
 def test_the_xtb_survey_reports_n_of_n_with_a_label_before_the_first_plan(tiny_freesolv, tmp_path):
