@@ -26,7 +26,8 @@ from typing import Any
 from vocabulary.domain import SetupError
 from vocabulary.plugins import entry_points, entry_points_by_name
 
-__all__ = ["ENTRY_POINT_GROUP", "PlannerFactory", "make_planner", "planner_names", "register_planner"]
+__all__ = ["ENTRY_POINT_GROUP", "PlannerFactory", "installed_planner_names", "make_planner", "planner_names",
+           "register_planner"]
 
 ENTRY_POINT_GROUP = "closedloop.planners"
 
@@ -56,6 +57,12 @@ def register_planner(name: str, factory: PlannerFactory) -> None:
 def planner_names() -> tuple[str, ...]:
     """Every arm there is (the entry points' and those registered in this process), sorted."""
     return tuple(sorted({*_entry_points(), *_REGISTRY}))
+
+
+def installed_planner_names() -> tuple[str, ...]:
+    """The arms installed packages declare (``closedloop.planners`` entry points), sorted: what every process sees,
+    without those ``register_planner`` added in this one."""
+    return tuple(sorted(_entry_points()))
 
 
 def make_planner(name: str, spec: Any = None) -> Any:

@@ -256,11 +256,12 @@ def _docstring_args(obj: Any) -> dict[str, str]:
 
 def _registered() -> tuple[dict[str, str], dict[str, str], list[str]]:
     from instruments.registry import available_drivers
-    from orchestrator.planner_registry import planner_names
+    from orchestrator.planner_registry import installed_planner_names
     from simulators.registry import available_simulators
 
+    # installed plug-ins only: an arm a test or a notebook registered in this process is not part of the reference
     simulators = {name: ep.value for name, ep in sorted(available_simulators().items())}
-    return simulators, available_drivers(), sorted(planner_names())
+    return simulators, available_drivers(), list(installed_planner_names())
 
 
 def _plug_in_sections() -> list[str]:

@@ -32,6 +32,14 @@ def test_docs_spec_md_is_current():
         "(or python -m orchestrator.interfaces.spec_reference) and commit it")
 
 
+def test_an_arm_registered_in_this_process_does_not_change_the_reference():
+    from orchestrator.planner_registry import register_planner
+
+    before = render_reference()
+    register_planner("only-in-this-test-process", lambda spec: None)
+    assert render_reference() == before  # the reference documents installed plug-ins, whatever a session registered
+
+
 def test_every_field_has_a_description_and_an_example():
     assert undocumented_fields() == [], "give these fields a description (and an example) in orchestrator/spec.py"
 
