@@ -100,3 +100,9 @@ def test_notebook_runs(path: Path):
         assert re.search(pattern, text), f"{path.name}: no output matches {pattern!r}"
     if path.name in EXPECTED_TEXT:
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name}: no figure was produced"
+
+
+def test_the_notebooks_readme_describes_every_notebook():
+    described = (NOTEBOOK_DIR / "README.md").read_text(encoding="utf-8")
+    missing = [path.name for path in NOTEBOOKS if f"`{path.name}`" not in described]
+    assert NOTEBOOKS and not missing, f"notebooks/README.md leaves out {missing}"
