@@ -31,6 +31,7 @@ __all__ = [
     "EVENT_TYPES",
     "SCHEMA_VERSION",
     "Approved",
+    "BatchRequested",
     "ApprovalRequested",
     "CampaignStarted",
     "CampaignStopped",
@@ -283,6 +284,16 @@ class ResultsAwaited(EventPayload):
     type: ClassVar[str] = "ResultsAwaited"
     iteration: int
     job_keys: list[str]
+
+
+class BatchRequested(EventPayload):
+    """A person asked for the next lab batch to hold ``n`` jobs (``campaign.suggest(n)``): the next ``plan`` offers
+    that many slots (at most the lab's free capacity and the budget left) instead of ``[planner] batch_size``; the
+    request ends with the next ``Dispatched``."""
+
+    type: ClassVar[str] = "BatchRequested"
+    n: int = Field(gt=0, description="jobs in the next batch")
+    by: str = Field(description="'human' or 'human:<name>'")
 
 
 class FailureHandled(EventPayload):

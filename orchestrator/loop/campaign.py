@@ -37,7 +37,7 @@ from langgraph.types import Command, Durability
 from orchestrator.ledger import Ledger, check_sqlite_file
 from orchestrator.loop.context import CampaignContext, build_context
 from orchestrator.loop.graph import build_graph
-from orchestrator.loop.human_answer import checked_name, resume_value
+from orchestrator.loop.human_answer import actor, checked_name, resume_value
 from orchestrator.loop.importing import HistoryFile, ImportedHistory, history_events
 from orchestrator.loop.lab import WaitingForResults
 from orchestrator.loop.lease import CampaignLease
@@ -61,6 +61,7 @@ from orchestrator.space.pool import load_pool
 from orchestrator.spec import CampaignSpec
 from vocabulary.domain import SetupError, import_optional, redact
 from vocabulary.events import (
+    BatchRequested,
     CampaignStarted,
     LabBudgetChanged,
     Observed,
@@ -377,13 +378,24 @@ class Campaign:
             return
 
     # ------------------------------------------------------------------------------------------------ ask/tell
-    def suggest(self) -> pd.DataFrame:
+    def suggest(self, n: int | None = None, by: str | None = None) -> pd.DataFrame:
         """The jobs waiting at the bench: ``job``, the candidate's own columns, ``predicted``, ``sd`` (the
         objective's unit). On a manual lab with nothing left to measure it runs the campaign first, which records
         the results entered so far and plans and dispatches the next batch, so ``suggest`` / ``add_results`` /
-        ``suggest`` is the whole ask-tell loop (an empty frame: the campaign stopped or waits for approval)."""
+        ``suggest`` is the whole ask-tell loop (an empty frame: the campaign stopped or waits for approval).
+
+        ``n`` sizes that next batch (at most the lab's free capacity and the budget left; default ``[planner]
+        batch_size``), recorded in the ledger as ``BatchRequested`` by ``by`` so a replay plans the same. It applies
+        only when a batch is planned here: jobs already at the bench are returned as they are.
+        """
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise SetupError(f"suggest(n={n!r}): n is the number of jobs in the next batch, a whole number >= 1")
         jobs = pending_jobs(self.ledger, self.campaign_id)
         if jobs.empty and self.ctx.lab.is_manual and self.status()["status"] != "stopped":
+            if n is not None:
+                who = actor(by)
+                self.ledger.append(self.campaign_id, BatchRequested(n=n, by=who),
+                                   key=f"batch-requested:{self.ledger.head_seq(self.campaign_id)}", actor=who)
             self.run()
             jobs = pending_jobs(self.ledger, self.campaign_id)
         return jobs

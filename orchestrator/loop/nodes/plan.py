@@ -113,7 +113,8 @@ def lab_slots(ctx: CampaignContext) -> tuple[list[str], dict[str, int]]:
     spec = ctx.spec
     history = ctx.view.history()
     free = ctx.max_pending - len(history.pending)
-    n_free = max(min(spec.planner.batch_size, free, spec.budget.lab_experiments - history.n_dispatched), 0)
+    batch_size = ctx.view.batch_request.n or spec.planner.batch_size  # a person's `suggest(n)` sizes the next batch
+    n_free = max(min(batch_size, free, spec.budget.lab_experiments - history.n_dispatched), 0)
     retries = [r.retry_key for r in ctx.view.pending_retries()][:n_free]
     n_slots = n_free - len(retries)
     control = spec.planner.control

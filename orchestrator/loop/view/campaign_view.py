@@ -15,6 +15,7 @@ from datetime import datetime
 import numpy as np
 
 from orchestrator.loop.trajectory_fold import TrajectoryFold
+from orchestrator.loop.view.batch_request import BatchRequest
 from orchestrator.loop.view.calls import RecordedCalls
 from orchestrator.loop.view.entered import EnteredResults
 from orchestrator.loop.view.failures import FailureDecisions
@@ -95,8 +96,11 @@ class CampaignView:
         self.calls = RecordedCalls()
         self.entered = EnteredResults()
         """Results entered by hand for a manual lab's jobs."""
+        self.batch_request = BatchRequest()
+        """The size a person asked the next batch to have (``campaign.suggest(n)``), or None."""
         self.trajectories = TrajectoryFold(spec)
-        folds = [self.lab, self.failures, self.rungs, self.proposals, self.fits, self.calls, self.entered]
+        folds = [self.lab, self.failures, self.rungs, self.proposals, self.fits, self.calls, self.entered,
+                 self.batch_request]
         if spec.space.generate:
             folds.append(_PoolGrowth(pool))
         self._routes: dict[str, list] = defaultdict(list)

@@ -24,6 +24,7 @@ from orchestrator.loop.manual_results import (
 )
 from orchestrator.spec import CampaignSpec
 from tests.conftest import ROOT
+from vocabulary.domain import SetupError
 
 SMILES = ["C", "CC", "CCC", "CCCC", "CCCCC", "CCO", "CCN", "CCCl", "CCCO", "CCCN", "c1ccccc1", "Cc1ccccc1"]
 DAY_S = 86400.0
@@ -244,3 +245,21 @@ def test_suggest_and_add_results_alone_are_the_ask_tell_loop(tmp_path):
         assert campaign.suggest().empty  # the budget is spent: nothing more to run
         summary = campaign.summary()
     assert summary["status"] == "stopped" and summary["n_lab"] == 4
+
+
+def test_suggest_n_sizes_the_next_batch_and_the_ledger_alone_says_so(tmp_path):
+    spec = manual_spec(budget=5, parameters={"max_parallel_jobs": 3})  # batch_size 2, lab capacity 3
+    db = tmp_path / "ledger.db"
+    with Campaign.start(spec, db=db, campaign_id="sized") as campaign:
+        assert len(campaign.suggest()) == 2  # the spec's batch_size
+        jobs = campaign.suggest()
+        assert len(jobs) == 2  # jobs at the bench come back as they are: n would not apply to them
+        campaign.add_results(jobs.assign(**{"yield": [truth(s) for s in jobs["smiles"]]}))
+        assert len(campaign.suggest(3, by="ada")) == 3  # a batch of three, the lab's whole capacity
+        with pytest.raises(SetupError, match="whole number >= 1"):
+            campaign.suggest(0)
+    ledger = Ledger.open(db)
+    requests = ledger.events("sized", types=["BatchRequested"])
+    assert [(e.payload["n"], e.actor) for e in requests] == [(3, "human:ada")]
+    assert verify(ledger, "sized").is_identical
+    ledger.close()
