@@ -89,6 +89,10 @@ class LabResult(_Frozen):
     uncertainty: float | None = Field(default=None, ge=0.0)
     status: Literal["ok", "failed"] = "ok"
     reason: str | None = None
+    values: dict[str, float] = Field(default_factory=dict, description="every other measured property (further "
+                                     "objectives, outcome constraints) by name, in its unit")
+    infeasible: bool = Field(default=False, description="a failed job whose point cannot work (no product, phase "
+                             "separated): learned by the planners whatever the failure policy, never retried")
     submitted_s: float
     completed_s: float
     station_log: list[tuple[str, float, float]] = Field(default_factory=list)
@@ -99,6 +103,13 @@ class LabResult(_Frozen):
             raise ValueError(f"failed lab result for job {self.job_key!r} must say why (reason=...)")
         if self.status == "ok" and (self.value is None or not math.isfinite(self.value)):
             raise ValueError(f"ok lab result for job {self.job_key!r} needs a finite value, got {self.value!r}")
+        if self.infeasible and self.status != "failed":
+            raise ValueError(f"lab result for job {self.job_key!r} is infeasible but has status {self.status!r}: an "
+                             "infeasible run is a failed one (status='failed', reason=...)")
+        bad = {k: v for k, v in self.values.items() if not math.isfinite(v)}
+        if bad:
+            raise ValueError(f"lab result for job {self.job_key!r} has non-finite measured values {bad}: leave a "
+                             "property out when it was not measured")
         if self.completed_s < self.submitted_s:
             raise ValueError(f"job {self.job_key!r} completed at {self.completed_s} s before it was submitted")
         return self

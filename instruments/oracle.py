@@ -13,13 +13,14 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from vocabulary.domain import InstrumentFault, SetupError
 
-__all__ = ["UNIT_BOUNDS", "FunctionOracle", "Oracle", "TableOracle", "unit_bounds"]
+__all__ = ["UNIT_BOUNDS", "FunctionOracle", "MeasuredProperty", "Oracle", "TableOracle", "unit_bounds"]
 
 #: Units whose values a measurement cannot leave, whatever its noise: unit -> (lowest, highest).
 UNIT_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType({"%": (0.0, 100.0), "percent": (0.0, 100.0)})
@@ -33,6 +34,29 @@ def unit_bounds(unit: str | None) -> tuple[float, float] | None:
         ((0.0, 100.0), (0.0, 100.0), None)
     """
     return None if unit is None else UNIT_BOUNDS.get(unit.strip().lower())
+
+
+@dataclass(frozen=True)
+class MeasuredProperty:
+    """A property a simulated lab measures beside the objective: its truth, its noise (sd, its unit), its unit (a
+    bounded unit keeps readings in range, as ``unit_bounds`` says) and whether it must have a value.
+
+    Example:
+        >>> m = MeasuredProperty(lambda c: 101.0, noise_sd=0.0, unit="%")
+        >>> m.clip(101.0), m.clip(-3.0)
+        (100.0, 0.0)
+    """
+
+    oracle: Callable[[Any], float]
+    noise_sd: float = 0.0
+    unit: str = ""
+    is_required: bool = True
+    """Whether a point without a truth fails the job (an objective); else the property is left unmeasured."""
+
+    def clip(self, value: float) -> float:
+        """``value`` held within the unit's bounds."""
+        bounds = unit_bounds(self.unit)
+        return value if bounds is None else min(max(value, bounds[0]), bounds[1])
 
 
 @runtime_checkable

@@ -39,7 +39,7 @@ import simpy
 from instruments.base import TERMINAL_STATES, JobHandle, JobState, LabJob, LabResult
 from instruments.envelope import SafetyEnvelope
 from instruments.faults import FaultPlan
-from instruments.oracle import unit_bounds
+from instruments.oracle import MeasuredProperty, unit_bounds
 from instruments.simlab_process import CAUSE_CANCEL, JobProcesses
 from instruments.simlab_records import (
     FAULT_KINDS,
@@ -96,6 +96,10 @@ class SimLabDriver(JobProcesses):
         consumable_use: station -> {consumable: units one step there uses}. A job's ``parameters["consumables"]``
             adds units used at its first step.
         default_ttl_s: time-to-live of jobs that set no ``parameters["ttl_s"]``, s from submission; None for none.
+        measured: every other property a job measures (further objectives, outcome constraints): name ->
+            ``MeasuredProperty`` (its own truth, noise and bounds), returned in ``LabResult.values``.
+        fails_at_or_below: a job whose true value (of ``oracle``) is at or below this fails ("no product"),
+            objective units; None: never. The campaign's failure policy says what such a failure means.
         n_results_kept: finished jobs whose whole record (result, Gantt rows) is kept after their result was
             collected; older collected ones are retired to their key, job fingerprint and state.
 
@@ -135,6 +139,8 @@ class SimLabDriver(JobProcesses):
         consumable_use: Mapping[str, Mapping[str, float]] | None = None,
         default_ttl_s: float | None = None,
         n_results_kept: int = 1000,
+        measured: Mapping[str, MeasuredProperty] | None = None,
+        fails_at_or_below: float | None = None,
     ) -> None:
         if not callable(oracle):
             raise SetupError(f"SimLabDriver needs a callable oracle(candidate) -> float, got {oracle!r}")
@@ -147,6 +153,14 @@ class SimLabDriver(JobProcesses):
         if isinstance(n_results_kept, bool) or not isinstance(n_results_kept, int) or n_results_kept < 0:
             raise SetupError(f"{n_results_kept=} must be a whole number >= 0 (collected results the lab keeps)")
         self.oracle = oracle
+        self.unit = unit
+        self.measured = dict(measured or {})
+        bad = [name for name, m in self.measured.items() if not isinstance(m, MeasuredProperty)]
+        if bad:
+            raise SetupError(f"measured properties {bad} must be MeasuredProperty(oracle, noise_sd, unit)")
+        if fails_at_or_below is not None and not math.isfinite(fails_at_or_below):
+            raise SetupError(f"{fails_at_or_below=} must be a finite number (objective units) or None")
+        self.fails_at_or_below = fails_at_or_below
         self.n_results_kept = n_results_kept
         self.noise_sd = float(noise_sd)
         self.bounds = _checked_bounds(unit_bounds(unit) if bounds is None else bounds)

@@ -211,8 +211,28 @@ class JobProcesses:
                 "re-measure under a new job key"
             )
             return LabResult(status="failed", reason=reason, **common)
+        threshold = getattr(self, "fails_at_or_below", None)
+        if threshold is not None and truth <= threshold:
+            unit = getattr(self, "unit", None) or ""
+            prop = getattr(self.oracle, "property", "value")
+            reason = f"no product: true {prop} <= {threshold:g} {unit}".rstrip()
+            return LabResult(status="failed", reason=reason, **common)  # the failure policy says what it means
         noise = self.noise_sd * job_rng(self.seed, job.job_key, "measurement").standard_normal()
-        return LabResult(status="ok", value=truth + noise, uncertainty=self.noise_sd, **common)
+        values = {}
+        for name, measured in getattr(self, "measured", {}).items():  # every other property, its own noise stream
+            try:
+                other = float(measured.oracle(job.candidate))
+            except Exception as exc:  # noqa: BLE001 - an objective without a truth fails the job, with why
+                other, why = math.nan, f"no value for {name!r}: {exc}"
+            else:
+                why = f"no finite value for {name!r} for candidate id {job.candidate.id!r}"
+            if not math.isfinite(other):
+                if measured.is_required:
+                    return LabResult(status="failed", reason=why, **common)
+                continue  # an outcome constraint the table does not hold for this point: not measured
+            other_noise = measured.noise_sd * job_rng(self.seed, job.job_key, f"measurement:{name}").standard_normal()
+            values[name] = measured.clip(other + other_noise)
+        return LabResult(status="ok", value=truth + noise, uncertainty=self.noise_sd, values=values, **common)
 
     def _meets(self, job_key: str, kind: str, probability: float, stream: str) -> bool:
         """Whether a job meets a fault here: forced for its key, or drawn from its own stream."""

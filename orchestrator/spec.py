@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -42,12 +43,14 @@ __all__ = [
     "CampaignSpec",
     "LabSpec",
     "ObjectiveSpec",
+    "OutcomeConstraintSpec",
     "PlannerSpec",
     "RungSpec",
     "ScreeningSpec",
     "SpaceSpec",
     "SpecError",
     "StopSpec",
+    "TradeoffSpec",
     "load_spec",
 ]
 
@@ -122,6 +125,16 @@ class ObjectiveSpec(_Spec):
                                   example=-12.0)
     tolerance: float | None = _field(None, "direction 'target': a hit is within this of target",
                                      unit="objective unit", example=0.5, gt=0)
+    column: str | None = _field(None, "the pool column holding this objective's truth for the simulated lab (the "
+                                      "first objective may use lab.oracle_column instead)", example="drug_loading")
+    noise_sd: float | None = _field(None, "the simulated lab's measurement noise for this objective (sd); default: "
+                                          "lab.noise_sd for the first objective, 0 for the others",
+                                    unit="objective unit", example=0.3, ge=0)
+    weight: float = _field(1.0, "tradeoff 'desirability' or 'weighted_sum': this objective's weight", example=2.0,
+                           gt=0)
+    bounds: tuple[float, float] | None = _field(
+        None, "tradeoff 'desirability' (and a scaled 'weighted_sum'): the worst and the best value that matter, in "
+              "that order", unit="objective unit", example=(0.0, 10.0))
 
     @field_validator("direction", mode="before")
     @classmethod
@@ -148,6 +161,54 @@ class ObjectiveSpec(_Spec):
         if threshold is None:
             return False
         return value >= threshold if self.direction == "maximize" else value <= threshold
+
+
+class TradeoffSpec(_Spec):
+    """How several objectives are weighed against each other (one objective: nothing to weigh).
+
+    ``pareto`` plans on the front: expected hypervolume improvement over the measured Pareto front, above a reference
+    point (the spec's, or inferred from the results and recorded). ``desirability`` is the weighted geometric mean of
+    per-objective desirabilities, each linear from its ``bounds`` worst to best (BayBE's form); ``weighted_sum`` adds
+    the objectives' utilities scaled to their ``bounds`` (or unscaled without them), times their weights.
+    """
+
+    method: Literal["pareto", "desirability", "weighted_sum"] | None = _field(
+        None, "how several objectives combine; default 'pareto' for more than one", example="desirability")
+    reference_point: list[float] | None = _field(
+        None, "pareto: the worst value of each objective that still counts, one per [[objective]] in order, in their "
+              "units; default: inferred from the results (BoTorch's rule: the nadir less a tenth of the range)",
+        example=[0.0, 300.0])
+
+
+class OutcomeConstraintSpec(_Spec):
+    """A measured property that must stay within bounds (a side product below 5 %, a diameter below 200 nm): the
+    planners value a candidate by the probability that it meets every constraint, and a result that breaks one is
+    never on the front."""
+
+    property: str = _field(description="the measured property (a column of results entered by hand)",
+                           example="side_product")
+    unit: str = _field("", "the property's unit, as shown to people", example="%")
+    lower: float | None = _field(None, "the lowest acceptable value", unit="property unit", example=50.0)
+    upper: float | None = _field(None, "the highest acceptable value", unit="property unit", example=5.0)
+    column: str | None = _field(None, "the pool column holding this property's truth for the simulated lab",
+                                example="side_product_pct")
+    noise_sd: float = _field(0.0, "the simulated lab's measurement noise for this property (sd)",
+                             unit="property unit", example=0.5, ge=0)
+
+    @model_validator(mode="after")
+    def _has_a_bound(self) -> OutcomeConstraintSpec:
+        if self.lower is None and self.upper is None:
+            raise ValueError(f"constraint on {self.property!r} has neither 'lower' nor 'upper': give at least one "
+                             "(e.g. upper = 5.0)")
+        if self.lower is not None and self.upper is not None and self.lower > self.upper:
+            raise ValueError(f"constraint on {self.property!r} has lower {self.lower} above upper {self.upper}")
+        return self
+
+    def is_met(self, value: float | None) -> bool:
+        """True when ``value`` is measured and within the bounds."""
+        if value is None or math.isnan(value):
+            return False
+        return (self.lower is None or value >= self.lower) and (self.upper is None or value <= self.upper)
 
 
 class SpaceSpec(_Spec):
@@ -279,8 +340,12 @@ class LabSpec(_Spec):
         "any", "'any': refill the lab as each job finishes (pending-aware); 'all': whole batches", example="all")
     max_pending: int | None = _field(None, "jobs in the lab at once; default: the driver's parallel capacity",
                                      unit="jobs", example=4, gt=0)
-    failure_policy: Literal["retry", "skip", "abort", "ask"] = _field(
-        "retry", "what a failed job triggers; 'ask' waits for a human", example="skip")
+    failure_policy: Literal["retry", "skip", "abort", "ask", "learn"] = _field(
+        "retry", "what a failed job triggers; 'ask' waits for a human; 'learn': the failure means 'infeasible here': "
+                 "never retried, and the planners learn where runs fail", example="learn")
+    fails_at_or_below: float | None = _field(
+        None, "simulated lab: a job whose true first-objective value is at or below this fails (no product); "
+              "failure_policy says what that means", unit="objective unit", example=0.0)
     max_retries: int = _field(2, "retries per candidate under the 'retry' policy", unit="retries", example=1, ge=0)
     retry_backoff_s: float = _field(600.0, "lab-clock wait before a retry, doubling", unit="s", example=300.0, ge=0)
     ttl_s: float | None = _field(None, "a job not finished this long after submission fails", unit="s",
@@ -405,7 +470,14 @@ class CampaignSpec(_Spec):
     """A campaign: one TOML file with the sections below; relative paths in it resolve against its directory."""
 
     campaign: CampaignMeta = _field(description="[campaign]: name, kind and seed")
-    objective: ObjectiveSpec = _field(description="[objective]: the measured property and which way is better")
+    objective: ObjectiveSpec = _field(description="[objective]: the measured property and which way is better; "
+                                                  "[[objective]] repeated for several (this is the first)")
+    objectives: list[ObjectiveSpec] = Field(
+        default_factory=list, description="[[objective]] repeated: every objective, the first one is 'objective'; "
+                                          "empty for one objective")
+    tradeoff: TradeoffSpec = _field(TradeoffSpec(), "[tradeoff]: how several objectives are weighed")
+    constraints: list[OutcomeConstraintSpec] = Field(
+        default_factory=list, description="[[constraint]]: measured properties that must stay within bounds")
     space: SpaceSpec = _field(description="[space]: the design space, a CSV pool or inline candidates")
     ladder: list[RungSpec] = Field(default_factory=list,
                                    description="[[ladder]]: the fidelity ladder, cheapest rung first; may be empty")
@@ -419,8 +491,97 @@ class CampaignSpec(_Spec):
     base_dir: str = _field(".", "directory that relative paths resolve against; load_spec sets it to the spec "
                                 "file's directory", example="campaigns/freesolv")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _objective_tables(cls, data: Any) -> Any:
+        """``[[objective]]`` (a list under "objective") is every objective, the first one ``objective``;
+        ``[[constraint]]`` is ``constraints``."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "constraint" in data:
+            if "constraints" in data:
+                raise ValueError("give the outcome constraints once, as [[constraint]] tables")
+            data["constraints"] = data.pop("constraint")
+        listed = data.get("objective")
+        if isinstance(listed, list):
+            if not listed:
+                raise ValueError("[[objective]] is empty: give at least one objective")
+            if data.get("objectives") not in (None, [], listed):
+                raise ValueError("give the objectives once: [[objective]] tables, or 'objective' with 'objectives'")
+            data["objective"] = listed[0]
+            data["objectives"] = list(listed) if len(listed) > 1 else []
+        first, lab = data.get("objective"), data.get("lab")
+        if isinstance(first, dict) and first.get("column") and isinstance(lab, dict) and not any(
+                lab.get(k) is not None for k in ("oracle_column", "oracle", "oracle_simulator")):
+            data["lab"] = {**lab, "oracle_column": first["column"]}  # the first objective's column is the lab's truth
+        return data
+
+    @property
+    def objective_list(self) -> list[ObjectiveSpec]:
+        """Every objective, the first one ``objective``."""
+        return list(self.objectives) or [self.objective]
+
+    @property
+    def is_multi_objective(self) -> bool:
+        return len(self.objectives) > 1
+
+    @property
+    def tradeoff_method(self) -> Literal["single", "pareto", "desirability", "weighted_sum"]:
+        """"single" for one objective; else the ``[tradeoff]`` method, ``pareto`` by default."""
+        return (self.tradeoff.method or "pareto") if self.is_multi_objective else "single"
+
+    @property
+    def measured_properties(self) -> list[str]:
+        """Every property the lab returns: the objectives' in order, then the constraints' not already listed."""
+        names = [o.property for o in self.objective_list]
+        return names + [c.property for c in self.constraints if c.property not in names]
+
+    def _check_objectives(self) -> None:
+        objectives = self.objective_list
+        if self.objectives and self.objectives[0] != self.objective:
+            raise ValueError("'objective' and the first of 'objectives' differ: give the objectives once, as "
+                             "[[objective]] tables")
+        seen: dict[str, int] = {}
+        for i, objective in enumerate(objectives):
+            if objective.property in seen:
+                raise ValueError(f"objective[{i}].property {objective.property!r} is listed twice (also "
+                                 f"objective[{seen[objective.property]}]): each objective measures its own property")
+            seen[objective.property] = i
+        names = ", ".join(o.property for o in objectives)
+        point = self.tradeoff.reference_point
+        if point is not None and len(point) != len(objectives):
+            raise ValueError(f"tradeoff.reference_point has {len(point)} value(s) for {len(objectives)} objective(s) "
+                             f"({names}): give one per objective, in the order of [[objective]]")
+        if self.tradeoff.method == "desirability":
+            unbounded = [o.property for o in objectives if o.bounds is None]
+            if unbounded:
+                raise ValueError(f"tradeoff.method 'desirability' needs bounds = [worst, best] on every objective; "
+                                 f"{unbounded} have none")
+        for i, objective in enumerate(objectives):
+            if objective.bounds is not None and objective.bounds[0] == objective.bounds[1]:
+                raise ValueError(f"objective[{i}].bounds {list(objective.bounds)} is empty: give worst and best apart")
+        seen_constraints = set()
+        for i, constraint in enumerate(self.constraints):
+            if constraint.property in seen_constraints:
+                raise ValueError(f"constraint[{i}].property {constraint.property!r} is constrained twice: give one "
+                                 "table with both lower and upper")
+            seen_constraints.add(constraint.property)
+        if self.lab.driver != "simlab" or self.lab.oracle_simulator:
+            return
+        for i, objective in enumerate(objectives[1:], start=1):
+            if objective.column is None:
+                raise ValueError(f"objective[{i}] {objective.property!r} has no column: the simulated lab reads each "
+                                 "objective beyond the first from a pool column; set column = \"<pool column>\"")
+        for i, constraint in enumerate(self.constraints):
+            if constraint.column is None and constraint.property not in seen:
+                raise ValueError(f"constraint[{i}].property {constraint.property!r} is neither an objective nor read "
+                                 "from a pool column by the simulated lab: set column = \"<pool column>\" or measure "
+                                 "it as an objective")
+
     @model_validator(mode="after")
     def _unique_rungs(self) -> CampaignSpec:
+        self._check_objectives()
         names = [r.name for r in self.ladder]
         if len(names) != len(set(names)):
             raise ValueError(f"rung names must be unique; got {names}")
@@ -532,6 +693,11 @@ def _hint(error: dict) -> str:
     return _HINTS.get(error["type"], "")
 
 
+_NAMED_FIELD = re.compile(r"^([a-z_]+(?:\[\d+\])?(?:\.[a-z_]+(?:\[\d+\])?)*(?:\.|\[\d+\])[a-z_.]*) (.+)$",
+                          re.DOTALL)
+"""A top-level message that opens with a field path (``objective[1].property 'x' is listed twice``)."""
+
+
 def validate_spec(data: dict[str, Any], *, source: str = "<dict>") -> CampaignSpec:
     """Validate a mapping; raise ``SpecError`` with field paths and hints."""
     try:
@@ -541,6 +707,9 @@ def validate_spec(data: dict[str, Any], *, source: str = "<dict>") -> CampaignSp
         for error in exc.errors():
             path = ".".join(str(p) for p in error["loc"]) or "(top level)"
             message = error["msg"].removeprefix("Value error, ")
+            named = _NAMED_FIELD.match(message) if path == "(top level)" else None
+            if named:  # a whole-spec check that names its field first: show that field as the path
+                path, message = named.group(1), named.group(2)
             hint = _hint(error)
             problems.append((path, f"{message}" + (f"; {hint}" if hint else "")))
         raise SpecError(source, problems) from exc

@@ -255,6 +255,9 @@ class Observed(EventPayload):
     uncertainty: float | None = None
     status: Literal["ok", "failed"] = "ok"
     reason: str | None = None
+    values: dict[str, float] = Field(default_factory=dict, description="every other measured property (further "
+                                     "objectives, outcome constraints) by name, in its unit")
+    infeasible: bool = Field(default=False, description="a failure the campaign learns from: the point cannot work")
     sim_time_s: float = Field(description="lab clock at completion, seconds since campaign start")
     provenance: Literal["lab", "imported"] = "lab"
     driver: str = ""
@@ -272,6 +275,9 @@ class ResultEntered(EventPayload):
     uncertainty: float | None = Field(default=None, description="one standard deviation, in the objective's unit")
     status: Literal["ok", "failed"] = "ok"
     reason: str | None = None
+    values: dict[str, float] = Field(default_factory=dict, description="every other measured property by name, "
+                                     "in its unit")
+    infeasible: bool = Field(default=False, description="a failure that says the point cannot work")
     sim_time_s: float = Field(description="lab clock when it was measured, seconds since campaign start")
     by: str = Field(description="'human' or 'human:<name>'")
     source: str = Field(default="", description="where it came from: 'csv:<file>@<hash> line <n>', 'python', ...")

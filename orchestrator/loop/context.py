@@ -27,7 +27,7 @@ from orchestrator.space.pool import Pool, load_pool
 from orchestrator.spec import CampaignSpec, RungSpec
 from vocabulary.domain import SetupError
 
-__all__ = ["CampaignContext", "Rung", "build_context", "simulator_oracle"]
+__all__ = ["CampaignContext", "Rung", "build_context", "simlab_truth", "simulator_oracle"]
 
 
 @dataclass
@@ -127,28 +127,61 @@ def _build_rungs(spec: CampaignSpec, pool: Pool) -> list[Rung]:
 
 
 def _build_driver(spec: CampaignSpec, pool: Pool):
-    from instruments import TableOracle, load_driver
+    from instruments import load_driver
 
     params: dict[str, Any] = dict(spec.lab.parameters)
     if spec.lab.driver == "http" and os.environ.get("CLOSEDLOOP_LAB_TOKEN"):
         params.setdefault("token", os.environ["CLOSEDLOOP_LAB_TOKEN"])  # never in the spec, so never in the ledger
     if spec.lab.driver == "simlab":
-        if spec.lab.oracle_simulator:
-            params.setdefault("oracle", simulator_oracle(spec))
-        else:
-            column = spec.lab.oracle_column or "_oracle"
-            from orchestrator.space.compact import CompactPool
-
-            params.setdefault("oracle", pool.oracle(column, spec.objective.property) if isinstance(pool, CompactPool)
-                              else TableOracle(pool.column(column), property=spec.objective.property))
-        params.setdefault("noise_sd", spec.lab.noise_sd)
-        params.setdefault("seed", spec.campaign.seed)
-        params.setdefault("unit", spec.objective.unit)  # a bounded unit ("%") bounds the readings
+        params = {**simlab_truth(spec, pool), **params}
     if spec.lab.driver == "recorded":
         from orchestrator.loop.recorded_lab import resolve_recorded_lab
 
         params = resolve_recorded_lab(params)
     return load_driver(spec.lab.driver, **params)
+
+
+def simlab_truth(spec: CampaignSpec, pool: Pool) -> dict[str, Any]:
+    """The simulated lab's parameters a spec implies (``lab.parameters`` aside): the first objective's oracle and
+    noise, every other measured property (``measured``), ``fails_at_or_below``, the seed and the unit."""
+    if spec.lab.oracle_simulator:
+        oracle = simulator_oracle(spec)
+    else:
+        oracle = _table_oracle(pool, spec.lab.oracle_column or spec.objective.column or "_oracle",
+                               spec.objective.property)
+    params: dict[str, Any] = {"oracle": oracle, "noise_sd": spec.lab.noise_sd if spec.objective.noise_sd is None
+                              else spec.objective.noise_sd}
+    measured = _measured_properties(spec, pool)
+    if measured:
+        params["measured"] = measured
+    if spec.lab.fails_at_or_below is not None:
+        params["fails_at_or_below"] = spec.lab.fails_at_or_below
+    return {**params, "seed": spec.campaign.seed, "unit": spec.objective.unit}  # a bounded unit bounds readings
+
+
+def _table_oracle(pool: Pool, column: str, property: str):
+    from instruments import TableOracle
+    from orchestrator.space.compact import CompactPool
+
+    return pool.oracle(column, property) if isinstance(pool, CompactPool) else TableOracle(pool.column(column),
+                                                                                            property=property)
+
+
+def _measured_properties(spec: CampaignSpec, pool: Pool) -> dict:
+    """The simulated lab's other measured properties (further objectives, outcome constraints): each read from its
+    pool column, with its own noise and unit."""
+    from instruments.oracle import MeasuredProperty
+    from orchestrator.space.pool import truth_columns
+
+    columns = truth_columns(spec)
+    objectives = {o.property for o in spec.objective_list}
+    measured = {}
+    for item in [*spec.objective_list[1:], *spec.constraints]:
+        if item.property in columns and item.property not in measured and item.property != spec.objective.property:
+            measured[item.property] = MeasuredProperty(_table_oracle(pool, columns[item.property], item.property),
+                                                       noise_sd=item.noise_sd or 0.0, unit=item.unit,
+                                                       is_required=item.property in objectives)
+    return measured
 
 
 def simulator_oracle(spec: CampaignSpec):

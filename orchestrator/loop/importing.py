@@ -2,7 +2,9 @@
 
 Each row becomes a ``Proposed`` event (arm ``imported``, iteration -1, so no planning round re-validates it) and an
 ``Observed`` event with provenance ``imported``. The planner trains on them from its first round; they never count
-against the lab budget, and the campaign's own results stay apart from them in summaries and rewards.
+against the lab budget, and the campaign's own results stay apart from them in summaries and rewards. A spec that
+measures more than one property (several objectives, outcome constraints) reads a column per property
+(``orchestrator.loop.measured_columns``): every objective's is required, a constraint's may be empty.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.ledger import Ledger
+from orchestrator.loop.measured_columns import extra_properties, measured_cells
 from orchestrator.space.checks import (
     N_SHOWN,
     as_float,
@@ -35,6 +38,7 @@ __all__ = [
     "history_events",
     "import_history",
     "read_history",
+    "read_measured_history",
 ]
 
 
@@ -60,19 +64,29 @@ def _candidate_columns(spec: CampaignSpec, candidate_column: str | None) -> list
 def read_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_column: str | None = None,
                  candidate_column: str | None = None) -> list[tuple[int, object, float]]:
     """Parse and check every row into (CSV line number, candidate, value); any bad row refuses the whole file.
+    ``read_measured_history`` adds each row's other measured values.
 
     Everything an import can refuse is checked here (the file, its columns, each row's candidate and value, a
     candidate outside the space, a repeated candidate), so a caller that reads the file before creating a campaign
     leaves the ledger untouched when it is refused. ``value_column`` defaults to the objective's property name.
     Values are in the objective's unit.
     """
+    return [(line, candidate, value) for line, candidate, value, _ in read_measured_history(
+        spec, pool, path, value_column=value_column, candidate_column=candidate_column)]
+
+
+def read_measured_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_column: str | None = None,
+                          candidate_column: str | None = None) -> list[tuple[int, object, float, dict[str, float]]]:
+    """``read_history``'s rows with each row's values of the other measured properties (property -> value, in its
+    unit; a constraint left empty is absent). A file without a column for every objective is refused."""
     path = Path(path)
     if not path.is_file():
         raise HistoryImportError(f"history file {path} does not exist")
     columns = _candidate_columns(spec, candidate_column)
     value_column = value_column or spec.objective.property
+    objectives, constraints = extra_properties(spec)
     frame = read_csv_table(path, "history file", HistoryImportError, is_rows_required=False,
-                           columns=[*columns, value_column],
+                           columns=[*columns, value_column, *objectives, *constraints],
                            text_columns=[] if spec.campaign.kind == "conditions" else columns)
     # quote a CSV's header, never another file's first line
     from vocabulary.header_text import columns_text, shown_names
@@ -81,6 +95,12 @@ def read_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_colu
         raise HistoryImportError(f"history file {path.name} has no {value_column!r} column (the measured objective); "
                                  f"{columns_text(path, frame.columns)}. Pass --value-column"
                                  f"{missing_column_hint([value_column], shown_names(path, frame.columns))}")
+    absent = [c for c in objectives if c not in frame.columns]
+    if absent:
+        raise HistoryImportError(f"history file {path.name} has no column(s) {absent} (objectives the campaign "
+                                 f"measures besides {value_column!r}); {columns_text(path, frame.columns)}. Add a "
+                                 "column per objective, in its unit"
+                                 f"{missing_column_hint(absent, shown_names(path, frame.columns))}")
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise HistoryImportError(f"history file {path.name} has no column(s) {missing}; "
@@ -95,11 +115,14 @@ def read_history(spec: CampaignSpec, pool: Pool, path: str | Path, *, value_colu
     for k, (line, record) in enumerate(zip(lines, frame.to_dict("records"), strict=True)):
         try:
             candidate, value = _checked_row(spec, pool, record, columns, value_column, seen, written.get(k))
+            values, empty = measured_cells(spec, record, _measured_number)
+            if empty:
+                raise _BadRow(f"{empty[0]} is empty (every objective needs a value in each row)")
         except _BadRow as exc:
             problems.append(f"line {line}: {exc}")
             continue
         seen[candidate.id] = line
-        rows.append((line, candidate, value))
+        rows.append((line, candidate, value, values))
     if problems:
         shown = "; ".join(problems[:N_SHOWN]) + (f"; and {len(problems) - N_SHOWN} more" if len(problems) > N_SHOWN else "")
         prefix = f"{path.name} " if len(problems) == 1 else f"{path.name}: {len(problems)} bad rows: "
@@ -113,6 +136,16 @@ class _BadRow(Exception):
 
 def _is_empty(cell: object) -> bool:
     return cell is None or (isinstance(cell, float) and math.isnan(cell)) or (isinstance(cell, str) and not cell.strip())
+
+
+def _measured_number(cell: object, column: str) -> float | None:
+    """A measured property's cell as a number, None when empty; ``_BadRow`` when it is no finite number."""
+    if _is_empty(cell):
+        return None
+    value = as_float(cell)
+    if not math.isfinite(value):
+        raise _BadRow(f"{column}={cell!r} is not a finite number")
+    return value
 
 
 def _checked_row(spec: CampaignSpec, pool: Pool, record: dict, columns: list[str], value_column: str,
@@ -156,8 +189,8 @@ def _warm_surrogate(spec: CampaignSpec, pool: Pool, rows: list) -> SurrogateUpda
     arms = {spec.planner.main, spec.planner.control}
     if not {"bo", "llm"} & arms or len(rows) < 2:
         return None
-    X = pool.features[[pool.index[candidate.id] for _, candidate, _ in rows]]
-    values = np.asarray([value for _, _, value in rows], dtype=float)
+    X = pool.features[[pool.index[candidate.id] for _, candidate, _, _ in rows]]
+    values = np.asarray([value for _, _, value, _ in rows], dtype=float)
     hyperparameters = campaign_surrogate_state(spec, X, values, kernel=campaign_kernel(spec, pool),
                                                feature_kinds=getattr(pool, "feature_kinds", None),
                                                seed=derive_seed(spec.campaign.seed, -1, "learn"))
@@ -184,16 +217,16 @@ def history_events(campaign_id: str, spec: CampaignSpec, pool: Pool, path: str |
     transaction that creates the campaign, so a refused import leaves no campaign behind. Keys derive from the
     file's content hash and line numbers, so importing the same file twice adds nothing.
     """
-    rows = read_history(spec, pool, path, value_column=value_column, candidate_column=candidate_column)
+    rows = read_measured_history(spec, pool, path, value_column=value_column, candidate_column=candidate_column)
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
     source = f"import:{Path(path).name}@{digest}"
     items: list[tuple[EventPayload, str]] = []
-    for line, candidate, value in rows:
+    for line, candidate, value, values in rows:
         proposed = Proposed(iteration=-1, arm="imported", candidate_id=candidate.id,
                             candidate=candidate.model_dump(mode="json"), hypothesis=f"past result, {source} line {line}")
         observed = Observed(iteration=-1, job_key=f"{campaign_id}/imported/{digest}/{line}", candidate_id=candidate.id,
-                            arm="imported", value=value, status="ok", sim_time_s=0.0, provenance="imported",
-                            driver=source)
+                            arm="imported", value=value, values=values, status="ok", sim_time_s=0.0,
+                            provenance="imported", driver=source)
         items += [(proposed, f"{source}:{line}:proposed"), (observed, f"{source}:{line}:observed")]
     surrogate = _warm_surrogate(spec, pool, rows)
     if surrogate is not None:

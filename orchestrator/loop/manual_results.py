@@ -15,8 +15,10 @@ nothing lives outside the ledger and a restart loses nothing:
   one is refused (enter a replicate without the ``job`` column: it is recorded as an off-plan measurement).
 
 A row is a mapping with ``job`` (the job key from ``suggest``) or the candidate's own columns, the objective's
-property column (its unit), and optionally ``uncertainty`` (one sd, same unit), ``status`` (``ok`` | ``failed``),
-``reason`` (required for a failed run) and ``measured_at`` (ISO 8601, UTC when no zone is given; default: now). Other
+property column (its unit), a column per other measured property (every further objective's, required with the
+first; an outcome constraint's, optional), and optionally ``uncertainty`` (one sd, same unit), ``status`` (``ok`` |
+``failed`` | ``infeasible``: a failed run that says the point cannot work, learned and never retried), ``reason``
+(required for a failed run) and ``measured_at`` (ISO 8601, UTC when no zone is given; default: now). Other
 columns (``predicted``, ``sd`` of a ``suggest`` file) are ignored. A malformed row (an unknown job, a missing value
 column, a value that is not a number) refuses the whole entry with one line naming the row and the column, and
 nothing is written.
@@ -38,6 +40,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from orchestrator.loop.human_answer import checked_name
+from orchestrator.loop.measured_columns import extra_properties, measured_cells
 from orchestrator.loop.predictions import predictions
 from orchestrator.loop.resume_policy import recorded_spec
 from vocabulary.domain import (
@@ -257,6 +260,9 @@ class _Row:
     sim_time_s: float
     has_time: bool = False
     """Whether the row said when it was measured (else it was stamped on entry)."""
+    values: dict[str, float] = field(default_factory=dict)
+    """The other measured properties (``LabResult.values``)."""
+    infeasible: bool = False
 
 
 def _parse_row(label: str, record: dict, known: _Known, pool, campaign_id: str, columns: list[str],
@@ -294,18 +300,25 @@ def _parse_row(label: str, record: dict, known: _Known, pool, campaign_id: str, 
             raise ResultsEntryError(f"{where(names[0])}: {_label(candidate)!r} is not in the campaign's design space "
                                     "(enter results only for members of the pool; nothing was entered)")
     status = "ok" if _is_blank(record.get("status")) else str(record["status"]).strip().lower()
-    if status not in {"ok", "failed"}:
-        raise ResultsEntryError(f"{where('status')}: {record.get('status')!r} is neither ok nor failed "
+    if status not in {"ok", "failed", "infeasible"}:
+        raise ResultsEntryError(f"{where('status')}: {record.get('status')!r} is not ok, failed or infeasible "
                                 "(nothing was entered)")
+    is_infeasible, status = status == "infeasible", "failed" if status == "infeasible" else status
     reason = None if _is_blank(record.get("reason")) else str(record["reason"]).strip()
     value = _number(record.get(value_column), where(value_column))
+    values, missing = measured_cells(spec, record, lambda cell, column: _number(cell, where(column)))
     if status == "failed":
         if reason is None:
             raise ResultsEntryError(f"{where('reason')}: a failed run needs a reason, e.g. 'no product formed' "
                                     "(nothing was entered)")
-        value = None
-    elif value is None:
+        value, values = None, {}
+    elif value is None and len(missing) == len(extra_properties(spec)[0]):
         return None  # no value yet: the job stays pending
+    elif value is None or missing:
+        column = value_column if value is None else missing[0]
+        raise ResultsEntryError(f"{where(column)}: no value for the objective {column!r}; a run measures every "
+                                "objective, so give them all (or none, to leave the job pending; nothing was "
+                                "entered)")
     uncertainty = _number(record.get("uncertainty"), where("uncertainty")) if status == "ok" else None
     if uncertainty is not None and uncertainty < 0:
         raise ResultsEntryError(f"{where('uncertainty')}: {uncertainty} is negative; give one standard deviation "
@@ -323,20 +336,24 @@ def _parse_row(label: str, record: dict, known: _Known, pool, campaign_id: str, 
             raise ResultsEntryError(f"{where('measured_at')}: {record['measured_at']} is before the campaign started "
                                     f"({known.started_at.isoformat()}); enter older results with --history "
                                     "(nothing was entered)")
-    return _Row(label, job_key, candidate, value, uncertainty, status, reason, sim_time_s, has_time)
+    return _Row(label, job_key, candidate, value, uncertainty, status, reason, sim_time_s, has_time, values,
+                is_infeasible)
 
 
 # ------------------------------------------------------------------------------------------------ entering
 def _same(payload: Mapping[str, Any], row: _Row) -> bool:
     return (payload.get("status") == row.status and payload.get("value") == row.value
-            and (row.uncertainty is None or payload.get("uncertainty") == row.uncertainty))
+            and (row.uncertainty is None or payload.get("uncertainty") == row.uncertainty)
+            and (payload.get("values") or {}) == row.values and bool(payload.get("infeasible")) == row.infeasible)
 
 
 def _off_plan_items(row: _Row, campaign_id: str, known: _Known, actor: str, by_name: str,
                     now: datetime) -> tuple[list[tuple], str]:
     """The events recording ``row`` as an off-plan measurement, and its key (identical rows share it)."""
+    measured = [row.values, row.infeasible] if row.values or row.infeasible else []  # older keys stay as they were
     digest = hashlib.sha256(json.dumps([row.candidate.id, row.value, row.uncertainty, row.status, row.reason,
-                                        round(row.sim_time_s, 3) if row.has_time else None]).encode()).hexdigest()[:16]
+                                        round(row.sim_time_s, 3) if row.has_time else None, *measured],
+                                       sort_keys=True).encode()).hexdigest()[:16]
     key = f"offplan:{digest}:observed"
     items: list[tuple] = []
     if row.candidate.id not in known.candidates:
@@ -347,7 +364,7 @@ def _off_plan_items(row: _Row, campaign_id: str, known: _Known, actor: str, by_n
         known.candidates[row.candidate.id] = row.candidate
     items.append((Observed(iteration=-1, job_key=f"{campaign_id}/offplan/{digest}", candidate_id=row.candidate.id,
                            arm="imported", value=row.value, uncertainty=row.uncertainty, status=row.status,
-                           reason=row.reason,
+                           reason=row.reason, values=row.values, infeasible=row.infeasible,
                            sim_time_s=row.sim_time_s, provenance="imported", driver=f"manual:{by_name}"),
                   key, actor, now))
     return items, key
@@ -455,7 +472,8 @@ def add_results(ledger, campaign_id: str, rows: pd.DataFrame | Iterable[Mapping[
             continue
         taken[job_key] = row
         entry = ResultEntered(job_key=job_key, candidate_id=row.candidate.id, value=row.value,
-                              uncertainty=row.uncertainty, status=row.status, reason=row.reason,
+                              uncertainty=row.uncertainty, status=row.status, reason=row.reason, values=row.values,
+                              infeasible=row.infeasible,
                               sim_time_s=max(row.sim_time_s, known.jobs[job_key]["sim_time_s"]), by=actor,
                               source=f"{source} {label}")
         items.append((entry, f"entered:{job_key}", actor, now))
@@ -484,7 +502,8 @@ def pending_jobs(ledger, campaign_id: str) -> pd.DataFrame:
 
 def export_results(ledger, campaign_id: str) -> pd.DataFrame:
     """Every lab result of the campaign, in the order recorded: ``job``, the candidate's columns, the objective's
-    property, ``uncertainty``, ``status``, ``reason``, ``measured_at`` (ISO 8601, UTC), ``provenance`` (``lab``,
+    property, a column per other measured property, ``uncertainty``, ``status`` (``infeasible`` for a failed run the
+    lab called infeasible), ``reason``, ``measured_at`` (ISO 8601, UTC), ``provenance`` (``lab``,
     ``entered``: by hand, ``entered, not yet run``, ``off-plan`` or ``imported``), ``by``, ``arm``, ``iteration``.
 
     Entering the exported file again changes nothing (every row is a duplicate)."""
@@ -492,8 +511,9 @@ def export_results(ledger, campaign_id: str) -> pd.DataFrame:
     spec = known.spec
     value_column = spec.objective.property
     names = candidate_columns(spec)
-    columns = ["job", *names, value_column, "uncertainty", "status", "reason", "measured_at", "provenance", "by",
-               "arm", "iteration"]
+    others = [p for group in extra_properties(spec) for p in group]
+    columns = ["job", *names, value_column, *others, "uncertainty", "status", "reason", "measured_at", "provenance",
+               "by", "arm", "iteration"]
     rows = []
     events = ledger.events(campaign_id, types=[Observed.type, ResultEntered.type])
     observed_keys = {e.payload["job_key"] for e in events if e.type == Observed.type}
@@ -515,7 +535,9 @@ def export_results(ledger, campaign_id: str) -> pd.DataFrame:
         at = known.started_at + timedelta(seconds=p["sim_time_s"])
         rows.append({"job": p["job_key"] if is_job else "",
                      **(_candidate_cells(spec, candidate) if candidate is not None else {}),
-                     value_column: p["value"], "uncertainty": p.get("uncertainty"), "status": p["status"],
+                     value_column: p["value"], **{o: (p.get("values") or {}).get(o) for o in others},
+                     "uncertainty": p.get("uncertainty"),
+                     "status": "infeasible" if p.get("infeasible") else p["status"],
                      "reason": p.get("reason"), "measured_at": at.isoformat() if provenance != "imported" else "",
                      "provenance": provenance, "by": who, "arm": p.get("arm", ""),
                      "iteration": p.get("iteration", -1)})

@@ -292,4 +292,15 @@ def summarise(ledger: Ledger, campaign_id: str) -> dict[str, Any]:
                          ceiling=comparison_ceiling(spec.objective)),
         "planner_stats": planner_stats(ledger, campaign_id),
         "ladder_prior": ladder_prior(ledger, campaign_id),
+        **_front_entry(ledger, campaign_id, spec),
     }
+
+
+def _front_entry(ledger: Ledger, campaign_id: str, spec) -> dict[str, Any]:
+    """``{"front": ...}`` for several objectives (``loop.front``), nothing for one."""
+    if not spec.is_multi_objective:
+        return {}
+    from orchestrator.loop.front import ledger_front
+
+    front = ledger_front(ledger, campaign_id, spec)
+    return {"front": None if front is None else front.as_dict()}

@@ -226,7 +226,16 @@ def _value_columns(spec: CampaignSpec) -> dict[str, bool]:
     columns = {r.column: False for r in spec.ladder if r.simulator == "table" and r.column}
     if spec.lab.oracle_column:
         columns[spec.lab.oracle_column] = True  # the simulated lab's answer: a row without one cannot be measured
+    for column in truth_columns(spec).values():
+        columns[column] = True  # every other measured property's truth, likewise
     return columns
+
+
+def truth_columns(spec: CampaignSpec) -> dict[str, str]:
+    """Measured property -> the pool column holding its truth for the simulated lab, beyond ``lab.oracle_column``:
+    each objective's and each outcome constraint's ``column``."""
+    named = [*spec.objective_list, *spec.constraints]
+    return {m.property: m.column for m in named if m.column and m.column != spec.lab.oracle_column}
 
 
 def _validated(spec: CampaignSpec, source: str, raw_items: list[Any], frame: pd.DataFrame,
@@ -333,7 +342,8 @@ def load_pool(spec: CampaignSpec) -> Pool:
     wanted = spec.space.columns if kind == "conditions" else [spec.space.column]
     frame = read_csv_table(path, "design-space pool", columns=[*wanted, *_value_columns(spec)],
                            text_columns=[] if kind == "conditions" else wanted)
-    missing = [c for c in [*wanted, spec.lab.oracle_column] if c is not None and c not in frame.columns]
+    missing = [c for c in [*wanted, spec.lab.oracle_column, *truth_columns(spec).values()]
+               if c is not None and c not in frame.columns]
     if missing:
         # quote a CSV's header, never another file's first line
         from vocabulary.header_text import columns_text, shown_names

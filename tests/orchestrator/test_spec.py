@@ -42,7 +42,7 @@ def _broken(**changes):
     ({"planner__control_share": 1.5}, "planner.control_share", "less than 1"),
     ({"space__inline": ["CCO"]}, "space", "exactly one of 'pool'"),
     ({"lab__colour": "red"}, "lab.colour", "remove it or check its spelling"),
-    ({"lab__oracle_column": "smiles"}, "(top level)", "is also a space column"),
+    ({"lab__oracle_column": "smiles"}, "lab.oracle_column", "is also a space column"),
 ])
 def test_invalid_spec_names_the_field_and_a_hint(changes, path, fragment):
     with pytest.raises(SpecError) as err:

@@ -37,6 +37,8 @@ def is_failure_stop(reason: str | None) -> bool:
 def _unhealthy(ctx: CampaignContext, history: LabHistory) -> str | None:
     lab = ctx.spec.lab
     n_finished, n_failed = history.n_finished, len(history.failures)
+    if lab.failure_policy != "learn":  # results the lab called infeasible say where runs fail, not that it is unwell
+        n_failed -= len(history.learned_failures)
     if n_finished < lab.min_jobs_for_failure_rate or n_failed / n_finished <= lab.tolerated_failure_rate:
         return None
     reasons = Counter(reason.split(":")[0] for _, _, _, reason in history.failures).most_common(3)

@@ -37,7 +37,9 @@ def _observe_entered(iteration: int, ctx: CampaignContext) -> CampaignState:
         p = entry.payload
         items.append((Observed(iteration=job.iteration, job_key=job.job_key, candidate_id=job.candidate_id,
                                arm=job.arm, value=p["value"], uncertainty=p.get("uncertainty"), status=p["status"],
-                               reason=p.get("reason"), sim_time_s=max(p["sim_time_s"], job.submitted_s),
+                               reason=p.get("reason"), values=p.get("values", {}),
+                               infeasible=p.get("infeasible", False),
+                               sim_time_s=max(p["sim_time_s"], job.submitted_s),
                                provenance="lab", driver=ctx.lab.name, observe_iteration=iteration),
                       f"observed:{job.job_key}", entry.actor, datetime.now(UTC)))
     n_open = len(open_jobs) - len(items)
@@ -72,15 +74,18 @@ def observe(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     for job, (status, result) in zip(open_jobs, lab.finished(handles), strict=True):
         if status not in TERMINAL_STATES:
             continue
+        measured: dict = {}
         if status == "cancelled":
             value, uncertainty, result_status, reason = None, None, "failed", "cancelled by the lab"
             at = lab.now(view.started_at)
         else:
             value, uncertainty, result_status, reason = result.value, result.uncertainty, result.status, result.reason
             at = float(result.completed_s)
+            measured = {"values": dict(result.values), "infeasible": result.infeasible}
         items.append((Observed(iteration=job.iteration, job_key=job.job_key, candidate_id=job.candidate_id,
                                arm=job.arm, value=value, uncertainty=uncertainty, status=result_status, reason=reason,
-                               sim_time_s=at, provenance="lab", driver=lab.name, observe_iteration=iteration),
+                               sim_time_s=at, provenance="lab", driver=lab.name, observe_iteration=iteration,
+                               **measured),
                       f"observed:{job.job_key}"))
     # One transaction for the round's results: a crash before it leaves them all with the lab, which a resumed
     # node reads again (``result`` is idempotent); a crash after it finds them recorded and does not wait again.

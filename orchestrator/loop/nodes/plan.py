@@ -107,6 +107,18 @@ def _extended(ctx: CampaignContext, iteration: int, source: str, added: list, hi
     return [(payload, f"it{iteration}:pool-extended:{source}")]
 
 
+def measured_matrices(spec, history) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(objective values, constraint values) of the lab results in ``history.results`` order, in their units (NaN
+    where not measured): the first None for one objective, the second None without outcome constraints."""
+    def matrix(properties: list[str]) -> np.ndarray:
+        return np.asarray([[m.get(p, np.nan) for p in properties] for m in history.measured],
+                          dtype=float).reshape(len(history.measured), len(properties))
+
+    objectives = matrix([o.property for o in spec.objective_list]) if spec.is_multi_objective else None
+    constraints = matrix([c.property for c in spec.constraints]) if spec.constraints else None
+    return objectives, constraints
+
+
 def lab_slots(ctx: CampaignContext) -> tuple[list[str], dict[str, int]]:
     """This iteration's retries (job keys, oldest first) and lab slots per arm, sized to the lab's free capacity and
     the budget left; the slots are before the conflicts are settled (``slots_after_conflicts``)."""
@@ -144,7 +156,8 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     generate = spec.space.generate
     if generate and n_slots > 0:
         items += _grow_by_mutation(ctx, iteration, history)
-    excluded = set(history.tested) | _rejected_for_good(ctx) | failed_for_good(ctx) | held_after_denial(ctx, iteration)
+    excluded = (set(history.tested) | set(history.learned_failures) | _rejected_for_good(ctx) | failed_for_good(ctx)
+                | held_after_denial(ctx, iteration))
     # By row, not by scanning every id: a streamed pool spells ids on demand.
     excluded_rows = [pool.index[cid] for cid in excluded if cid in pool.index]
     is_available = np.ones(len(pool), dtype=bool)
@@ -153,6 +166,12 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     observed = np.asarray([pool.index[r[0]] for r in history.results], dtype=int)
     utilities = np.asarray([r[3] for r in history.results], dtype=float)
     values = np.asarray([r[2] for r in history.results], dtype=float)
+    objective_values, constraint_values = measured_matrices(spec, history)
+    if objective_values is not None:  # several objectives: single-number arms plan on the trade-off's scalar
+        from vocabulary.pareto import tradeoff_utilities
+
+        utilities, values = tradeoff_utilities(spec, objective_values), None
+    failed = np.asarray([pool.index[cid] for cid in history.learned_failures if cid in pool.index], dtype=int)
     pending = np.asarray([pool.index[cid] for cid in history.pending], dtype=int)
     surrogate_state = ctx.view.fits.latest_state
     has_proxy = any(r.spec.proxy for r in ctx.rungs)
@@ -175,6 +194,9 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
         proposals_per_slot=spec.planner.proposals_per_slot if has_proxy else 1,
         provenance=(_provenance(ctx, history) if any(ctx.traits[arm].reads_provenance
                                                       for arm in ctx.arms if slots.get(arm, 0)) else None),
+        objective_values=objective_values,
+        constraint_values=constraint_values,
+        failed=failed,
     )
     per_slot = context.proposals_per_slot
     proposals_by_arm: dict[str, list] = {}

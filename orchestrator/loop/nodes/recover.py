@@ -4,7 +4,9 @@ The lab's ``failure_policy`` decides, or, with ``ask``, a human does through a L
 ``{job_key: "retry" | "skip" | "abort"}`` (or one action for all), optionally with the person's name as
 ``{"answer": ..., "by": NAME}`` (``orchestrator.loop.human_answer``), recorded as decided by ``human:NAME`` (``human``
 without a name). A retry is a new job key, so the failed run and
-its retry both stay in the ledger. Retries are capped by ``max_retries``; then the candidate is skipped.
+its retry both stay in the ledger. Retries are capped by ``max_retries``; then the candidate is skipped. An
+infeasible result, and every failure under the policy ``learn``, is skipped at once: the point cannot work, and the
+planners learn where runs fail.
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ def recover(state: CampaignState, ctx: CampaignContext) -> CampaignState:
     for failure in failures:
         candidate_id, attempt = parse_job_key(ctx.campaign_id, failure.job_key)
         action = actions[failure.job_key]
+        if failure.infeasible:
+            action = "skip"  # the lab says the point cannot work: a retry would fail again; the planners learn it
         if action not in {"retry", "skip", "abort"}:
-            action = "skip"
+            action = "skip"  # 'learn': infeasible here, never retried (the planners learn it from the ledger)
         retry_key, not_before = None, None
         if action == "retry" and attempt > lab.max_retries:
             action = "skip"

@@ -354,6 +354,10 @@ class _Ladder:
     def _rank(self, mine: list[str]) -> tuple[list[str], dict[str, float], str]:
         """An arm's survivors, best first, their scores and the name of the ranking."""
         history = self.ctx.view.history()
+        if self.ctx.spec.tradeoff_method == "pareto":
+            # The planner ranked its proposals by hypervolume improvement over every objective; a rung calibrated on
+            # the first objective alone would rank them on that one. Rungs still filter and get calibrated.
+            return mine, {}, "planner order (several objectives on a front)"
         if self.beliefs is not None and history.results:
             from orchestrator.policy.planners.acquisition import (
                 log_expected_improvement,

@@ -88,7 +88,8 @@ class CampaignView:
         self.n_reads = 0
         self.started_at: datetime | None = None
         """When ``CampaignStarted`` was recorded (the wall-clock origin of a real lab's clock)."""
-        self.lab = LabJobs(spec.objective.utility)
+        self.lab = LabJobs(spec.objective.utility, property=spec.objective.property,
+                           learns_failures=spec.lab.failure_policy == "learn")
         self.failures = FailureDecisions()
         self.rungs = RungResults(self._rungs, pool)
         self.proposals = Proposals()

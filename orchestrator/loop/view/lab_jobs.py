@@ -51,6 +51,11 @@ class LabHistory:
     dispatched_seqs: tuple[int, ...] = ()
     last_dispatch_iteration: int = -1
     lab_time_s: float = 0.0
+    measured: tuple[dict[str, float], ...] = ()
+    """Per result (same order as ``results``): every measured property, the first objective's included."""
+    learned_failures: tuple[str, ...] = ()
+    """Candidates whose failure the campaign learns from (an infeasible result, or any lab failure under the
+    failure policy ``learn``), oldest first, each once."""
 
     @property
     def best(self) -> tuple[str, str, float, float] | None:
@@ -67,8 +72,10 @@ class LabJobs:
 
     types = frozenset({Dispatched.type, Observed.type})
 
-    def __init__(self, utility):
+    def __init__(self, utility, *, property: str = "value", learns_failures: bool = False):
         self._utility = utility
+        self._property = property
+        self._learns_failures = learns_failures
         self.open: dict[str, JobRecord] = {}
         self.keys: set[str] = set()
         """Every job key ever dispatched (whatever became of the job)."""
@@ -86,6 +93,9 @@ class LabJobs:
         self._done_seqs: list[int] = []
         self._failures: list[tuple[str, str, str, str]] = []
         self._imported: list[tuple[str, str, float, float]] = []
+        self._done_measured: list[dict[str, float]] = []
+        self._imported_measured: list[dict[str, float]] = []
+        self._learned: dict[str, None] = {}
         self._last_dispatch_iteration = -1
         self._first_submitted_s: float | None = None
         self._last_s: float | None = None
@@ -113,8 +123,12 @@ class LabJobs:
         self.last_observe_iteration = observe_iteration(p)
         if p.get("provenance") == "imported" and p["status"] == "ok" and p["value"] is not None:
             self._imported.append((p["candidate_id"], "imported", p["value"], self._utility(p["value"])))
+            self._imported_measured.append({self._property: p["value"], **p.get("values", {})})
         job = self.open.pop(p["job_key"], None)
         if job is None:
+            if p.get("provenance") == "imported" and p["status"] == "failed" and (p.get("infeasible")
+                                                                                  or self._learns_failures):
+                self._learned[p["candidate_id"]] = None  # an off-plan run that failed: learned as the lab's are
             return
         if p.get("sim_time_s") is not None:
             self._see_time(p["sim_time_s"])
@@ -123,8 +137,12 @@ class LabJobs:
                 self._done.append((job.candidate_id, job.arm, p["value"], self._utility(p["value"])))
                 self._done_iterations.append(job.iteration)
                 self._done_seqs.append(job.dispatched_seq)
+                self._done_measured.append({self._property: p["value"], **p.get("values", {})})
             return
         self._failures.append((job.job_key, job.candidate_id, job.arm, p.get("reason") or ""))
+        if p.get("infeasible") or (self._learns_failures and p.get("provenance", "lab") == "lab"
+                                   and not (p.get("reason") or "").startswith("cancelled")):
+            self._learned[job.candidate_id] = None
         if p.get("provenance", "lab") == "lab":
             self.failed[job.job_key] = Observed.model_construct(**p)
 
@@ -153,6 +171,8 @@ class LabJobs:
             dispatched_seqs=(-1,) * len(imported) + tuple(self._done_seqs),
             last_dispatch_iteration=self._last_dispatch_iteration,
             lab_time_s=0.0 if self._first_submitted_s is None else self._last_s - self._first_submitted_s,
+            measured=tuple(self._imported_measured) + tuple(self._done_measured),
+            learned_failures=tuple(self._learned),
         )
         self._history = (self._n_changes, history)
         return history

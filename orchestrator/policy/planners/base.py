@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -74,6 +74,15 @@ class PlanningContext:
     """Per lab result in ``observed`` (same order): (arm, dispatch seq, source), source ``"pick"``, ``"anchor"``
     (bo's pick for an llm arm's slot) or ``"fallback"``; None when the caller does not track it (the llm arm then
     has no track record to split one-per-slot batches by, and its model chooses every proposal)."""
+    objective_values: np.ndarray | None = None
+    """Several objectives: shape (len(observed), n_objectives), each objective's lab value in its unit, columns in
+    ``spec.objective_list`` order; None for one objective. ``utilities`` then holds the scalar of the spec's
+    trade-off (``vocabulary.pareto.tradeoff_utilities``) and ``values`` is None."""
+    constraint_values: np.ndarray | None = None
+    """Outcome constraints: shape (len(observed), n_constraints), values in their units, NaN where not measured;
+    None without constraints."""
+    failed: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int))
+    """Pool indices of the candidates whose failures the campaign learns from (each once)."""
 
 
 @runtime_checkable

@@ -321,8 +321,20 @@ class BOPlanner:
         n = min(n, len(context.available))
         if n == 0:
             return []
+        from orchestrator.policy.planners.outcome_models import (
+            scalar_tradeoff_state,
+            tradeoff_method,
+        )
+
+        if tradeoff_method(context.spec) == "pareto":  # several objectives on a front: log EHVI (planners.pareto)
+            from orchestrator.policy.planners.pareto import ParetoPlanner
+
+            return ParetoPlanner(cold_start=self).propose(context, n)
         if not has_fitted_surrogate(context):
             return self._initial_design(context, n)
+        scalar_state = scalar_tradeoff_state(context)  # a desirability or weighted sum: the GP on that scalar
+        if scalar_state is not None:
+            context = dataclasses.replace(context, surrogate_state=scalar_state)
 
         from orchestrator.policy.planners.acquisition import select_batch
         from orchestrator.policy.planners.surrogate import GPSurrogate
@@ -346,8 +358,20 @@ class BOPlanner:
         if n_model == 0:
             chosen, log_ei = np.zeros(0, dtype=int), []
         elif isinstance(X, np.ndarray):
-            picks, log_ei = select_batch(surrogate, X_train, y_train, X[context.available], n_model, pending=pending,
-                                         incumbent=best, target=target, **offsets)
+            import functools
+
+            from orchestrator.policy.planners.feasibility import (
+                outcome_log_weight,
+                select_weighted_batch,
+                with_imputed_failures,
+            )
+
+            log_weight = outcome_log_weight(context, context.available)  # constraints, learned failures: log p added
+            select = select_batch if log_weight is None else functools.partial(select_weighted_batch,
+                                                                               log_weight=log_weight)
+            X_fit, y_fit = with_imputed_failures(context, X, X_train, y_train, target)
+            picks, log_ei = select(surrogate, X_fit, y_fit, X[context.available], n_model, pending=pending,
+                                   incumbent=best, target=target, **offsets)
             chosen = context.available[np.asarray(picks, dtype=int)]
         else:  # a streamed pool: features gathered chunk by chunk, the same batch (acquisition_stream)
             from orchestrator.policy.planners.acquisition_stream import (
@@ -375,6 +399,11 @@ class BOPlanner:
                     acquisition=float(acq),
                 )
             )
+        if scalar_state is not None and len(chosen):  # the scalar is no objective's value: say each one's instead
+            from orchestrator.policy.planners.pareto import describe_expected
+
+            proposals = [p.model_copy(update=update) for p, update in
+                         zip(proposals, describe_expected(context, chosen), strict=True)]
         if n_rung:
             proposals = _interleave(proposals, self._rung_proposals(context, rung_order, chosen, n_rung))
         return proposals

@@ -258,7 +258,7 @@ class PlanningTools:
         def row(k: int) -> dict[str, Any]:
             return {"candidate": self.text(c.observed[k]), self.value_name: self.shown(c.utilities[k])}
 
-        failed = list(getattr(c, "failed", ()) or ())  # (candidate id, reason) pairs, when the context carries them
+        failed = [int(i) for i in getattr(c, "failed", ())]  # pool rows of the failures the campaign learns from
         n_best, n_worst = min(max(int(n_best), 0), N_BEST), min(max(int(n_worst), 0), N_WORST)
         # Slow-changing lists first, counts last: consecutive prompts then share a longer prefix (llama.cpp's KV reuse).
         summary: dict[str, Any] = {
@@ -269,7 +269,8 @@ class PlanningTools:
         }
         if failed:
             summary["n_failed"] = len(failed)
-            summary["failed"] = [{"candidate": clip(cid), "reason": clip(reason, 100)} for cid, reason in failed[-N_FAILED:]]
+            summary["failed"] = [{"candidate": self.text(i), "reason": "failed in the lab: likely infeasible here"}
+                                 for i in failed[-N_FAILED:]]
         if len(c.pending):
             summary["pending"] = [self.text(i) for i in c.pending[:N_WORST]]
         return _dumps(summary)
