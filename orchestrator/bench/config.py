@@ -116,7 +116,15 @@ class BenchConfig(BaseModel):
     spec: str | None = Field(default=None, description="--spec: a campaign TOML benchmarked as it stands")
     pool: str | None = Field(default=None, description="--pool: CSV file")
     id_cols: tuple[str, ...] = Field(default=(), description="--id-cols: columns that identify a candidate")
-    objective: str | None = Field(default=None, description="--objective: maximize:COL | minimize:COL | target:COL:VALUE:TOL")
+    objective: str | None = Field(default=None, description="--objective: maximize:COL | minimize:COL | target:COL:VALUE:TOL"
+                                                            " (the first objective when there are several)")
+    objectives: tuple[str, ...] = Field(default=(), description="--objective repeated: every objective, in order "
+                                                                "(empty for one objective)")
+    fail_at_or_below: float | None = Field(default=None, description="--fail-at-or-below: the simulated lab fails a "
+                                                                     "run whose true first-objective value is at or "
+                                                                     "below this (objective unit)")
+    learn_failures: bool = Field(default=False, description="--learn-failures: failure_policy 'learn' (a failed run "
+                                                            "means infeasible here, and the planners learn it)")
     rungs: tuple[RungColumn, ...] = Field(default=(), description="--rung: cheaper fidelities read from columns")
     feature_cols: tuple[str, ...] | Literal["auto"] = Field(default="auto", description="--feature-cols")
     lab_budget: int | None = Field(default=None, gt=0, description="--lab-budget: lab experiments per run "
@@ -146,13 +154,32 @@ class BenchConfig(BaseModel):
             parse_objective(text)
         return text
 
+    @field_validator("objectives")
+    @classmethod
+    def _objectives_parse(cls, texts: tuple[str, ...]) -> tuple[str, ...]:
+        columns = [parse_objective(text)[1] for text in texts]
+        repeated = sorted({c for c in columns if columns.count(c) > 1})
+        if repeated:
+            raise BenchError("--objective", f"column(s) {repeated} are given twice; give each objective its own column")
+        return texts
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_objective(cls, values):
+        """Several objectives given without ``objective``: the first of them is it (as the spec's ``objective``)."""
+        if isinstance(values, dict) and values.get("objectives") and values.get("objective") is None:
+            values = {**values, "objective": values["objectives"][0]}
+        return values
+
     @model_validator(mode="after")
     def _consistent(self) -> BenchConfig:
         if (self.spec is None) == (self.pool is None):
             raise ValueError("give either --spec SPEC (a campaign as it stands) or --pool CSV, not both")
         if self.spec is not None:
             pool_flags = [flag for flag, value in (("--id-cols", self.id_cols), ("--objective", self.objective),
-                                                   ("--rung", self.rungs)) if value]
+                                                   ("--rung", self.rungs),
+                                                   ("--fail-at-or-below", self.fail_at_or_below is not None),
+                                                   ("--learn-failures", self.learn_failures)) if value]
             if pool_flags:
                 raise ValueError(f"{', '.join(pool_flags)} describe a --pool; with --spec the campaign spec says it")
             return self
@@ -160,6 +187,11 @@ class BenchConfig(BaseModel):
             raise ValueError("--id-cols: name the column(s) that identify a candidate, e.g. --id-cols smiles")
         if self.objective is None:
             raise ValueError("--objective: give maximize:COL, minimize:COL or target:COL:VALUE:TOL")
+        if len(self.objectives) == 1:
+            raise ValueError("--objective: one objective goes in 'objective'; 'objectives' lists two or more")
+        if self.objectives and self.objectives[0] != self.objective:
+            raise ValueError(f"--objective: the first of the objectives {list(self.objectives)} must be the "
+                             f"objective {self.objective!r}")
         if self.lab_budget is None:
             raise ValueError("--lab-budget: give the lab experiments per run, e.g. --lab-budget 50")
         if "cheap-first" in self.arms and not self.rungs:
@@ -170,6 +202,20 @@ class BenchConfig(BaseModel):
         if self.batch > self.lab_budget:
             raise ValueError(f"--batch: {self.batch} exceeds --lab-budget {self.lab_budget}; lower --batch")
         return self
+
+    @property
+    def objective_list(self) -> tuple[str, ...]:
+        """Every objective as written (``maximize:COL`` ...), the first one first."""
+        return self.objectives or ((self.objective,) if self.objective else ())
+
+    @property
+    def is_multi_objective(self) -> bool:
+        return len(self.objective_list) > 1
+
+    @property
+    def objective_columns(self) -> list[str]:
+        """The pool column of each objective, in order."""
+        return [parse_objective(text)[1] for text in self.objective_list]
 
     @property
     def direction(self) -> Direction:

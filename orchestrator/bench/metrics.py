@@ -9,6 +9,18 @@ Example:
     >>> summarise([1, 2, 3, 4, 100])
     {'median': 3.0, 'iqr': [2.0, 4.0]}
 
+Several objectives are scored by hypervolume (``hypervolume_by_experiment``): ``experiments_to_hv`` is the 1-based
+count of lab experiments until the measured set dominates ``fraction`` of the pool's true hypervolume, or
+``budget + 1``. A lab experiment whose run failed is written as pool index ``-1`` (``NO_RESULT``): it costs an
+experiment and measures nothing.
+
+Example:
+    >>> Y, reference = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]), np.array([-1.0, -1.0])
+    >>> hypervolume_by_experiment([2, -1, 0, 1], Y, reference)
+    [2.25, 2.25, 2.75, 3.25]
+    >>> experiments_to_hv([2, -1, 0, 1], Y, reference, 0.9, true_hypervolume=3.25, budget=4)
+    4
+
 Ratios against BoTorch are against the better of the BoTorch arms that ran (``BOTORCH_ARMS``, ``botorch_reference``):
 beating a reference that was handed weaker inputs than a user would give it is not a win.
 """
@@ -19,8 +31,12 @@ from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["BOTORCH_ARMS", "acceleration", "best_at_budget", "botorch_reference", "experiments_to_hit",
-           "paired_geomean_ratio", "reference_label", "summarise"]
+__all__ = ["BOTORCH_ARMS", "NO_RESULT", "acceleration", "best_at_budget", "botorch_reference", "experiments_to_hit",
+           "experiments_to_hv", "hypervolume_at_budget", "hypervolume_by_experiment", "paired_geomean_ratio",
+           "reference_label", "summarise"]
+
+NO_RESULT = -1
+"""The pool index written for a lab experiment whose run failed (it measured nothing)."""
 
 BOTORCH_ARMS = ("botorch", "botorch-onehot")
 """The BoTorch reference arms: on the pool's own features, and on one-hot categories with scaled numbers."""
@@ -28,15 +44,55 @@ BOTORCH_ARMS = ("botorch", "botorch-onehot")
 
 def experiments_to_hit(order: Sequence[int], top: Collection[int], budget: int) -> int:
     """Lab experiments until the first top-set member, or ``budget + 1`` for a run that never hits."""
-    for position, index in enumerate(order[:budget], start=1):
+    for position, index in enumerate(list(order)[:budget], start=1):
         if int(index) in top:
             return position
     return budget + 1
 
 
+def hypervolume_by_experiment(order: Sequence[int], utilities: np.ndarray, reference: np.ndarray) -> list[float]:
+    """The hypervolume the measured set dominates after each lab experiment (utility form, over ``reference``).
+
+    Args:
+        order: pool index per lab experiment, in order; ``NO_RESULT`` for a failed run.
+        utilities: the truth per pool row as utilities, shape (n_candidates, n_objectives); a row with NaN adds nothing.
+        reference: the reference point in utility form, shape (n_objectives,).
+    """
+    from vocabulary.pareto import hypervolume
+
+    Y = np.asarray(utilities, dtype=float)
+    rows: list[int] = []
+    trace, current = [], 0.0
+    for index in order:
+        index = int(index)
+        if index != NO_RESULT and np.isfinite(Y[index]).all():
+            rows.append(index)
+            current = float(hypervolume(Y[rows], np.asarray(reference, dtype=float)))
+        trace.append(current)
+    return trace
+
+
+def experiments_to_hv(order: Sequence[int], utilities: np.ndarray, reference: np.ndarray, fraction: float, *,
+                      true_hypervolume: float, budget: int) -> int:
+    """Lab experiments until the measured set's hypervolume reaches ``fraction`` of ``true_hypervolume`` (relative
+    tolerance 1e-9, so the pool's own front counts as 100 %), or ``budget + 1`` for a run that never does."""
+    goal = fraction * true_hypervolume * (1 - 1e-9)
+    for position, hv in enumerate(hypervolume_by_experiment(list(order)[:budget], utilities, reference), start=1):
+        if hv >= goal:
+            return position
+    return budget + 1
+
+
+def hypervolume_at_budget(order: Sequence[int], utilities: np.ndarray, reference: np.ndarray, budget: int) -> float:
+    """The hypervolume the run's measured set dominates after at most ``budget`` lab experiments (0 for none)."""
+    trace = hypervolume_by_experiment(list(order)[:budget], utilities, reference)
+    return trace[-1] if trace else 0.0
+
+
 def best_at_budget(order: Sequence[int], values: np.ndarray, direction: str, target: float | None) -> float:
     """Best lab value measured within the run: max, min, or the smallest distance |value − target| (same unit)."""
-    measured = np.asarray(values)[np.asarray(order, dtype=int)]
+    order = np.asarray(order, dtype=int)
+    measured = np.asarray(values)[order[order != NO_RESULT]]
     if direction == "maximize":
         return float(np.max(measured))
     if direction == "minimize":

@@ -12,6 +12,10 @@ Two ways to get one:
   candidates are ``Conditions`` over the id columns, featurised by what each column holds (``[space] features =
   "columns"``); each ``--rung`` is a table rung priced at its cost.
 
+With ``--objective`` repeated the spec has one ``[[objective]]`` per column (its ``column`` the lab's truth) and a
+Pareto trade-off whose reference point the bench infers once from the whole pool (``pool_reference_point``); the
+problem then holds the truth per objective (``objective_values``) and the pool's true hypervolume.
+
 Either way every arm then runs as that spec's main planner, through the same graph, screen and ledger as
 ``closedloop run``. The top sets are by utility (higher is better for every direction): the top ``p`` % holds the
 ``max(1, ceil(p·N/100))`` best candidates plus any tied with the last of them.
@@ -28,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orchestrator.bench.config import BenchConfig, BenchError
+from orchestrator.bench.config import BenchConfig, BenchError, parse_objective
 from orchestrator.space.checks import (
     check_csv_limits,
     csv_line_numbers,
@@ -40,7 +44,8 @@ from orchestrator.space.pool import Pool, load_pool
 from orchestrator.spec import CampaignSpec, load_spec, validate_spec
 from vocabulary.domain import objective_utility
 
-__all__ = ["BenchProblem", "canonical_ids", "load_problem", "pool_spec", "text_cells", "top_set"]
+__all__ = ["BenchProblem", "canonical_ids", "load_problem", "objective_truth", "pool_reference_point", "pool_spec",
+           "text_cells", "top_set"]
 
 log = logging.getLogger(__name__)
 _MIN_LABEL_CANDIDATES = 20  # below this a one-hot per candidate is a small exhaustive design, not a label
@@ -74,6 +79,40 @@ class BenchProblem:
     """CSV rows left out because they had no finite lab value."""
     n_averaged: int = 0
     """Replicate groups (rows with the same id values) averaged into one candidate each."""
+    objective_values: np.ndarray | None = None
+    """Several objectives: the lab's truth per pool row and objective, shape (n_candidates, n_objectives), objective
+    units, columns in ``spec.objective_list`` order; None for one objective."""
+
+    @property
+    def is_multi_objective(self) -> bool:
+        return self.objective_values is not None
+
+    @cached_property
+    def objective_utilities(self) -> np.ndarray:
+        """``objective_values`` as utilities (higher is better per column), NaN where the truth is missing."""
+        from vocabulary.pareto import utility_matrix
+
+        return utility_matrix(self.spec.objective_list, self.objective_values)
+
+    @property
+    def reference_point(self) -> list[float]:
+        """The hypervolume reference point, objective units (the spec's ``tradeoff.reference_point``)."""
+        return list(self.spec.tradeoff.reference_point)
+
+    @cached_property
+    def reference_utility(self) -> np.ndarray:
+        from vocabulary.pareto import reference_in_utility
+
+        return reference_in_utility(self.spec.objective_list, self.reference_point)
+
+    @cached_property
+    def true_hypervolume(self) -> float:
+        """The hypervolume of the whole pool's truth (every candidate with every value) over the reference point,
+        in the product of the objectives' units."""
+        from vocabulary.pareto import hypervolume
+
+        Y = self.objective_utilities
+        return float(hypervolume(Y[np.isfinite(Y).all(axis=1)], self.reference_utility))
 
     @cached_property
     def utilities(self) -> np.ndarray:
@@ -133,19 +172,22 @@ def _check_columns(frame: pd.DataFrame, config: BenchConfig) -> None:
                                    f"{missing_column_hint(missing, known)}")
 
     need("--id-cols", config.id_cols)
-    need("--objective", [config.objective_column])
-    if config.objective_column in config.id_cols:
-        rest = [c for c in config.id_cols if c != config.objective_column]
-        raise BenchError("--id-cols", f"{config.objective_column!r} is the objective's column: a candidate described by "
-                                      "its own lab value gives every arm the answer. Leave it out"
-                                      + (f", e.g. --id-cols {','.join(rest)}" if rest else ""))
+    need("--objective", config.objective_columns)
+    for objective_column in config.objective_columns:
+        if objective_column in config.id_cols:
+            rest = [c for c in config.id_cols if c != objective_column]
+            raise BenchError("--id-cols", f"{objective_column!r} is an objective's column: a candidate described by "
+                                          "its own lab value gives every arm the answer. Leave it out"
+                                          + (f", e.g. --id-cols {','.join(rest)}" if rest else ""))
     need("--rung", [r.column for r in config.rungs])
-    perfect = [r.name for r in config.rungs if r.column == config.objective_column]
-    if perfect:
-        raise BenchError("--rung", f"rung(s) {perfect} read {config.objective_column!r}, the objective's column: a "
-                                   "rung that reads the lab's answer predicts it perfectly; give each rung the column "
-                                   "of its own (cheaper) measurement")
-    _check_numbers(frame, config.objective_column, "--objective", "the measured value")
+    for objective_column in config.objective_columns:
+        perfect = [r.name for r in config.rungs if r.column == objective_column]
+        if perfect:
+            raise BenchError("--rung", f"rung(s) {perfect} read {objective_column!r}, the objective's column: a "
+                                       "rung that reads the lab's answer predicts it perfectly; give each rung the "
+                                       "column of its own (cheaper) measurement")
+    for objective_column in config.objective_columns:
+        _check_numbers(frame, objective_column, "--objective", "the measured value")
     for rung in config.rungs:
         _check_numbers(frame, rung.column, "--rung", "the cheaper fidelity's numbers")
     if config.feature_cols != "auto":
@@ -217,8 +259,8 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
     for key in keys:  # an empty text id means the component is absent: a category of its own
         if key not in numeric_keys and frame[key].isna().any():
             frame[key] = frame[key].astype(object).where(frame[key].notna(), NO_COMPONENT)
-    frame[config.objective_column] = pd.to_numeric(frame[config.objective_column], errors="coerce")
-    value = frame[config.objective_column].to_numpy(dtype=float)
+    for objective_column in config.objective_columns:
+        frame[objective_column] = pd.to_numeric(frame[objective_column], errors="coerce")
     for rung in config.rungs:  # a rung cell with text is a value nobody computed: empty, as the rung reads it
         text = text_cells(frame[rung.column])
         if len(text):
@@ -226,7 +268,8 @@ def _merge(frame: pd.DataFrame, config: BenchConfig, source: str,
                         line_ranges([lines[frame.index.get_loc(k)] for k in text.index]))
         frame[rung.column] = pd.to_numeric(frame[rung.column], errors="coerce")
     keep = np.ones(len(frame), dtype=bool)
-    for what, ok in [(f"a finite lab value in {config.objective_column!r}", np.isfinite(value)),
+    for what, ok in [*((f"a finite lab value in {column!r}", np.isfinite(frame[column].to_numpy(dtype=float)))
+                       for column in config.objective_columns),
                      *((f"a value in the numeric id column {key!r}", frame[key].notna().to_numpy())
                        for key in numeric_keys),
                      *((f"a valid {kind} in {key!r}", ~unparsed_rows(frame[key], kind))
@@ -304,6 +347,30 @@ def _canonical_smiles(value: object) -> object:
         return value
 
 
+def pool_reference_point(objectives, values: pd.DataFrame) -> list[float]:
+    """The benchmark's hypervolume reference point in objective units, one per objective: BoTorch's rule
+    (``vocabulary.pareto.infer_reference_point``: the nadir minus 10 % of the range, in utility form) over every
+    candidate of the pool. Every arm plans with it and the true hypervolume is taken from it.
+
+    Args:
+        objectives: the objectives (mappings or specs with ``direction`` and ``target``), in order.
+        values: one column per objective (objective units), one row per candidate.
+    """
+    from types import SimpleNamespace
+
+    from vocabulary.pareto import (
+        infer_reference_point,
+        reference_in_units,
+        utility_matrix,
+    )
+
+    specs = [o if not isinstance(o, dict) else SimpleNamespace(direction=o["direction"], target=o.get("target"))
+             for o in objectives]
+    Y = utility_matrix(specs, np.asarray(values, dtype=float))
+    Y = Y[np.isfinite(Y).all(axis=1)]
+    return [float(v) for v in reference_in_units(specs, infer_reference_point(Y))]
+
+
 def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, int, int]:
     """The campaign spec of a ``--pool`` benchmark, with its merged pool written into ``workdir``.
 
@@ -321,25 +388,52 @@ def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, in
         raise BenchError("--lab-budget", f"{config.lab_budget} exceeds the {len(merged)} distinct candidates; lower it")
     workdir.mkdir(parents=True, exist_ok=True)
     merged.to_csv(workdir / "pool.csv", index=False)
-    objective = {"property": config.objective_column, "direction": config.direction}
-    if config.direction == "target":
-        objective.update(target=config.target, tolerance=config.tolerance)
+    objectives = []
+    for text in config.objective_list:
+        direction, column, target, tolerance = parse_objective(text)
+        objectives.append({"property": column, "direction": direction,
+                           **({"target": target, "tolerance": tolerance} if direction == "target" else {}),
+                           **({"column": column} if config.is_multi_objective else {})})
+    multi: dict = {}
+    if config.is_multi_objective:  # one reference point, stated: every arm's and the true hypervolume's
+        multi = {"tradeoff": {"method": "pareto",
+                              "reference_point": pool_reference_point(objectives, merged[config.objective_columns])}}
+    failures = {"failure_policy": "learn"} if config.learn_failures else {}
+    if config.fail_at_or_below is not None:
+        failures["fails_at_or_below"] = config.fail_at_or_below
     ladder = [{"name": r.name, "simulator": "table", "column": r.column, "property": r.column, "proxy": r.column,
                "cost_s": r.cost_s} for r in config.rungs]
     spec = validate_spec({
         "campaign": {"name": f"bench-{Path(config.pool).stem}", "kind": "conditions", "seed": config.first_seed},
-        "objective": objective,
+        "objective": objectives if config.is_multi_objective else objectives[0],
+        **multi,
         "space": {"pool": str((workdir / "pool.csv").resolve()), "columns": list(config.id_cols),
                   "features": "columns"},
         "ladder": ladder,
         "screening": {"executor": "serial"},
         "lab": {"driver": "simlab", "oracle_column": config.objective_column, "noise_sd": 0.0, "wait": "all",
-                "max_pending": config.batch},
+                "max_pending": config.batch, **failures},
         "budget": {"lab_experiments": config.lab_budget},
         "planner": {"main": "bo", "control": None, "control_share": 0.0, "batch_size": config.batch,
                     "n_initial": config.batch, "kernel": "auto", "proposals_per_slot": 1},
     }, source="closedloop bench --pool")
     return spec, len(frame), n_dropped, n_averaged
+
+
+def objective_truth(spec: CampaignSpec, pool: Pool) -> np.ndarray | None:
+    """Several objectives: the simulated lab's truth per pool row and objective (``column``; the first objective may
+    use ``lab.oracle_column``), shape (n_candidates, n_objectives); None for one objective."""
+    if len(getattr(spec, "objective_list", ())) < 2:  # one objective (or a spec from before several existed)
+        return None
+    columns = []
+    for k, objective in enumerate(spec.objective_list):
+        name = objective.column or (spec.lab.oracle_column if k == 0 else None)
+        column = pool.columns.get(name) if name else None
+        if column is None:
+            raise BenchError("--spec", f"objective {objective.property!r} needs a numeric pool column with its truth "
+                                       "(objective.column) for the bench to score hypervolume")
+        columns.append(np.asarray(column, dtype=float))
+    return np.column_stack(columns)
 
 
 def _truth(spec: CampaignSpec, pool: Pool) -> np.ndarray:
@@ -382,5 +476,9 @@ def load_problem(config: BenchConfig, workdir: Path) -> BenchProblem:
     budget = config.lab_budget or spec.budget.lab_experiments
     if budget > len(pool):
         raise BenchError("--lab-budget", f"{budget} exceeds the {len(pool)} candidates; lower it")
+    objective_values = objective_truth(spec, pool)
+    if objective_values is not None and spec.tradeoff.reference_point is None:
+        spec = spec.model_copy(update={"tradeoff": spec.tradeoff.model_copy(update={
+            "reference_point": pool_reference_point(spec.objective_list, objective_values)})})
     return BenchProblem(config=config, spec=spec, pool=pool, values=values, n_rows=n_rows or len(pool),
-                        n_dropped=n_dropped, n_averaged=n_averaged)
+                        n_dropped=n_dropped, n_averaged=n_averaged, objective_values=objective_values)

@@ -9,7 +9,10 @@ screen, learn node and simulated lab as any campaign. The bench itself decides n
 Each worker process validates the spec and loads the pool once. A rich progress bar per arm goes to stderr. The
 report is a plain dict (``pool_size``, ``objective``, ``seeds``, ``lab_budget``, ``arms``, ``af_vs_random``,
 ``vs_botorch``: every arm against the better of the BoTorch arms that ran; per arm ``per_seed.seeds`` and
-``per_seed.measured``, the candidate ids in dispatch order), plus every run under ``runs``.
+``per_seed.measured``, the candidate ids in dispatch order), plus every run under ``runs``. With several objectives
+it adds ``objectives``, ``reference_point`` (objective units), ``true_hypervolume`` and per arm
+``experiments_to_hv90``, ``experiments_to_hv95`` and ``hypervolume_at_budget`` (``vs_botorch`` then compares
+``experiments_to_hv90``); where runs fail, per arm ``failed_runs``.
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ import numpy as np
 
 from orchestrator.bench.config import BenchConfig
 from orchestrator.bench.metrics import (
+    NO_RESULT,
     acceleration,
     best_at_budget,
     botorch_reference,
     experiments_to_hit,
+    experiments_to_hv,
+    hypervolume_at_budget,
     paired_geomean_ratio,
     reference_label,
     summarise,
@@ -48,12 +54,18 @@ _WORKER: dict[str, Any] = {}
 
 @dataclass
 class RunRecord:
-    """One campaign of one arm: candidate ids in dispatch order, their pool rows, the ladder's compute, wall s."""
+    """One campaign of one arm: candidate ids in dispatch order, their pool rows, the ladder's compute, wall s.
+
+    ``lab_order`` is the pool row of every lab experiment in dispatch order (a retry repeats its row), ``NO_RESULT``
+    where the run failed; without failures it equals ``order``.
+    """
 
     arm: str
     seed: int
     measured: list[str]
     order: list[int]
+    lab_order: list[int] = field(default_factory=list)
+    n_failed: int = 0
     n_rung_evaluations: int = 0
     rung_cost_s: float = 0.0
     wall_s: float = 0.0
@@ -88,8 +100,11 @@ def run_arm(problem: BenchProblem, arm: str, seed: int) -> RunRecord:
         summary = campaign.run()
         measured = summary["measured"]
         n_rung, rung_cost = _ladder_compute(campaign.ledger, campaign.campaign_id)
+        jobs = sorted(campaign.ledger.lab_jobs(campaign.campaign_id), key=lambda job: job.dispatched_seq)
     index = problem.pool.index
+    lab_order = [NO_RESULT if job.status == "failed" else index[job.candidate_id] for job in jobs]
     return RunRecord(arm=arm, seed=seed, measured=measured, order=[index[cid] for cid in measured],
+                     lab_order=lab_order, n_failed=sum(job.status == "failed" for job in jobs),
                      n_rung_evaluations=n_rung, rung_cost_s=rung_cost, wall_s=time.perf_counter() - start,
                      notes={"status": summary["status"], "stop_reason": summary.get("stop_reason"),
                             **({"planner_stats": summary["planner_stats"]} if summary.get("planner_stats") else {})})
@@ -108,6 +123,7 @@ def _init_worker(config_json: str, spec_json: str) -> None:
     config = BenchConfig.model_validate_json(config_json)
     spec = validate_spec(CampaignSpec.model_validate_json(spec_json).model_dump(), source="bench worker")
     problem = BenchProblem(config=config, spec=spec, pool=load_pool(spec), values=np.zeros(0), n_rows=0)
+    # the workers only run campaigns: the truth and the hypervolume stay with the parent, which scores
     _WORKER["problem"] = problem
 
 
@@ -123,13 +139,15 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
     window = set(problem.in_window().tolist()) if problem.direction == "target" else None
     arms: dict[str, Any] = {}
     lab_cost_s = c.lab_cost_s
+    has_failures = any(r.n_failed for r in records) or c.fail_at_or_below is not None
     for arm in c.arms:
         runs = sorted((r for r in records if r.arm == arm), key=lambda r: r.seed)
         if not runs:
             continue
-        to1 = [experiments_to_hit(r.order, top1, budget) for r in runs]
-        to5 = [experiments_to_hit(r.order, top5, budget) for r in runs]
-        best = [best_at_budget(r.order, problem.values, problem.direction, problem.target) for r in runs]
+        orders = [_lab_sequence(r) for r in runs]
+        to1 = [experiments_to_hit(o, top1, budget) for o in orders]
+        to5 = [experiments_to_hit(o, top5, budget) for o in orders]
+        best = [best_at_budget(o, problem.values, problem.direction, problem.target) for o in orders]
         arms[arm] = {
             "experiments_to_top1": summarise(to1),
             "experiments_to_top5": summarise(to5),
@@ -144,27 +162,45 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
             "per_seed": {"seeds": [r.seed for r in runs], "experiments_to_top1": to1, "experiments_to_top5": to5,
                          "best_at_budget": best, "measured": [r.measured for r in runs]},
         }
+        if problem.is_multi_objective:
+            hv = _hypervolume_metrics(problem, orders, budget)
+            arms[arm]["per_seed"].update(hv.pop("per_seed"))
+            arms[arm].update(hv)
+        if has_failures:  # lab experiments spent on runs that failed (retries included)
+            arms[arm]["failed_runs"] = summarise([r.n_failed for r in runs])
+            arms[arm]["per_seed"]["failed_runs"] = [r.n_failed for r in runs]
         if window is not None:  # a target's own success: a lab value inside target ± tolerance
             to_window = [experiments_to_hit(r.order, window, budget) for r in runs]
             arms[arm]["experiments_to_window"] = summarise(to_window)
             arms[arm]["hit_rate_window"] = float(np.mean([t <= budget for t in to_window]))
             arms[arm]["per_seed"]["experiments_to_window"] = to_window
     af = {}
+    af_metric = "experiments_to_hv90" if problem.is_multi_objective else "experiments_to_top5"
     if "random" in arms:
-        random_median = arms["random"]["experiments_to_top5"]["median"]
-        af = {arm: acceleration(random_median, s["experiments_to_top5"]["median"]) for arm, s in arms.items()}
-    objective = problem.spec.objective
+        random_median = arms["random"][af_metric]["median"]
+        af = {arm: acceleration(random_median, s[af_metric]["median"]) for arm, s in arms.items()}
+    objectives = [_written(o) for o in (problem.spec.objective_list if problem.is_multi_objective
+                                        else [problem.spec.objective])]
+    multi = {}
+    if problem.is_multi_objective:
+        multi = {"objectives": objectives, "reference_point": problem.reference_point,
+                 "reference_point_rule": "nadir of the pool's truth minus 10 % of its range, per objective "
+                                         "(BoTorch's infer_reference_point), objective units",
+                 "true_hypervolume": problem.true_hypervolume, "af_metric": af_metric,
+                 "vs_botorch_hv95": versus_botorch(arms, "experiments_to_hv95"),
+                 "vs_botorch_top1": versus_botorch(arms)}
     return {
         "pool_size": len(problem),
-        "objective": c.objective or f"{objective.direction}:{objective.property}"
-                                    + (f":{objective.target}:{objective.tolerance}" if objective.target is not None else ""),
+        "objective": c.objective or objectives[0],
+        **multi,
         "spec": c.spec,
         "seeds": c.seeds,
         "lab_budget": budget,
         "batch": problem.spec.planner.batch_size,
         "arms": arms,
         "af_vs_random": af,
-        "vs_botorch": versus_botorch(arms),
+        "vs_botorch": versus_botorch(arms, "experiments_to_hv90" if problem.is_multi_objective
+                                      else "experiments_to_top1"),
         "n_top1": len(top1),
         "n_top5": len(top5),
         **({"n_in_window": len(window)} if window is not None else {}),
@@ -183,34 +219,65 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
         "machine": {"cpu": platform.processor() or platform.machine(), "n_cpu": os.cpu_count(),
                     "python": platform.python_version(), "load_avg_1m": os.getloadavg()[0]},
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "runs": [{"arm": r.arm, "seed": r.seed, "order": r.order, "measured": r.measured, "wall_s": r.wall_s,
+        **({"fail_at_or_below": c.fail_at_or_below, "failure_policy": problem.spec.lab.failure_policy}
+           if has_failures else {}),
+        "runs": [{"arm": r.arm, "seed": r.seed, "order": r.order, "lab_order": r.lab_order, "n_failed": r.n_failed,
+                  "measured": r.measured, "wall_s": r.wall_s,
                   "rung_cost_s": r.rung_cost_s, "n_rung_evaluations": r.n_rung_evaluations, "notes": r.notes}
                  for r in records],
     }
 
 
-def versus_botorch(arms: dict[str, Any]) -> dict[str, Any]:
-    """Every other arm against the better BoTorch arm (``metrics.botorch_reference``, by median lab experiments to a
-    top-1 % candidate): the ratio of medians and, on the seeds both ran, the paired geometric mean; {} without one.
+def versus_botorch(arms: dict[str, Any], metric: str = "experiments_to_top1") -> dict[str, Any]:
+    """Every other arm against the better BoTorch arm (``metrics.botorch_reference``, by median lab experiments of
+    ``metric``: to a top-1 % candidate, or to 90 % of the true hypervolume): the ratio of medians and, on the seeds
+    both ran, the paired geometric mean; {} without one.
 
     The per-arm numbers stay under ``arms``; this only says which reference the ratios use (``reference``, ``label``).
     """
-    reference = botorch_reference({arm: s["experiments_to_top1"]["median"] for arm, s in arms.items()})
+    reference = botorch_reference({arm: s[metric]["median"] for arm, s in arms.items()})
     if reference is None:
         return {}
     ref = arms[reference]
-    ref_by_seed = dict(zip(ref["per_seed"]["seeds"], ref["per_seed"]["experiments_to_top1"], strict=True))
+    ref_by_seed = dict(zip(ref["per_seed"]["seeds"], ref["per_seed"][metric], strict=True))
     median_ratio, paired = {}, {}
     for arm, s in arms.items():
         if arm == reference:
             continue
-        median_ratio[arm] = s["experiments_to_top1"]["median"] / ref["experiments_to_top1"]["median"]
-        pairs = [(n, ref_by_seed[seed]) for seed, n in zip(s["per_seed"]["seeds"], s["per_seed"]["experiments_to_top1"],
+        median_ratio[arm] = s[metric]["median"] / ref[metric]["median"]
+        pairs = [(n, ref_by_seed[seed]) for seed, n in zip(s["per_seed"]["seeds"], s["per_seed"][metric],
                                                           strict=True) if seed in ref_by_seed]
         if pairs:
             paired[arm] = paired_geomean_ratio(*zip(*pairs, strict=True))
-    return {"reference": reference, "label": reference_label(arms), "metric": "experiments_to_top1",
+    return {"reference": reference, "label": reference_label(arms), "metric": metric,
             "median_ratio": median_ratio, "paired_geomean_ratio": paired}
+
+
+def _lab_sequence(record: RunRecord) -> list[int]:
+    """The pool row per lab experiment (``NO_RESULT`` for a failed run); the dispatch order for a record without it."""
+    return record.lab_order or record.order
+
+
+def _written(objective) -> str:
+    """An objective as the bench flag writes it: ``maximize:COL`` or ``target:COL:VALUE:TOL``."""
+    text = f"{objective.direction}:{objective.property}"
+    return text + (f":{objective.target}:{objective.tolerance}" if objective.direction == "target" else "")
+
+
+def _hypervolume_metrics(problem: BenchProblem, orders: list[list[int]], budget: int) -> dict[str, Any]:
+    """Per arm, several objectives: lab experiments to 90 % and 95 % of the pool's true hypervolume and the
+    hypervolume at the budget (the product of the objectives' units), each summarised, with their per-seed lists."""
+    Y, reference, true_hv = problem.objective_utilities, problem.reference_utility, problem.true_hypervolume
+    to90 = [experiments_to_hv(o, Y, reference, 0.90, true_hypervolume=true_hv, budget=budget) for o in orders]
+    to95 = [experiments_to_hv(o, Y, reference, 0.95, true_hypervolume=true_hv, budget=budget) for o in orders]
+    at_budget = [hypervolume_at_budget(o, Y, reference, budget) for o in orders]
+    return {"experiments_to_hv90": summarise(to90), "experiments_to_hv95": summarise(to95),
+            "hypervolume_at_budget": summarise(at_budget),
+            "hypervolume_fraction_at_budget": summarise([hv / true_hv for hv in at_budget]),
+            "hit_rate_hv90": float(np.mean([t <= budget for t in to90])),
+            "hit_rate_hv95": float(np.mean([t <= budget for t in to95])),
+            "per_seed": {"experiments_to_hv90": to90, "experiments_to_hv95": to95,
+                            "hypervolume_at_budget": at_budget}}
 
 
 def run_bench(config: BenchConfig, *, show_progress: bool = True) -> dict[str, Any]:

@@ -15,7 +15,8 @@ __all__ = ["bench"]
 
 _FLAGS = {"spec": "--spec", "pool": "--pool", "id_cols": "--id-cols", "objective": "--objective", "rungs": "--rung",
           "feature_cols": "--feature-cols", "lab_budget": "--lab-budget", "seeds": "--seeds", "arms": "--arms",
-          "batch": "--batch", "lab_cost_s": "--lab-cost-s", "workers": "--workers", "first_seed": "--first-seed"}
+          "batch": "--batch", "lab_cost_s": "--lab-cost-s", "workers": "--workers", "first_seed": "--first-seed", "objectives": "--objective",
+          "fail_at_or_below": "--fail-at-or-below", "learn_failures": "--learn-failures"}
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -50,7 +51,7 @@ def bench(
     spec: Annotated[Path | None, typer.Option("--spec", help="a campaign TOML, benchmarked as it stands")] = None,
     pool: Annotated[Path | None, typer.Option("--pool", help="CSV file: one row per candidate (replicates are averaged; an empty id value means none)")] = None,
     id_cols: Annotated[str | None, typer.Option("--id-cols", help="--pool: COL[,COL...], the columns that identify a candidate")] = None,
-    objective: Annotated[str | None, typer.Option("--objective", help="--pool: maximize:COL | minimize:COL | target:COL:VALUE:TOL")] = None,
+    objective: Annotated[list[str] | None, typer.Option("--objective", help="--pool: maximize:COL | minimize:COL | target:COL:VALUE:TOL; repeat it for several objectives (scored by hypervolume)")] = None,
     lab_budget: Annotated[int | None, typer.Option("--lab-budget", help="lab experiments per run (default with --spec: the spec's)")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
     rung: Annotated[list[str] | None, typer.Option("--rung", help="--pool: NAME=COL[:COST_S], a cheaper fidelity; repeatable")] = None,
@@ -59,6 +60,8 @@ def bench(
     lab_cost_s: Annotated[float, typer.Option("--lab-cost-s", help="cost of one lab experiment, seconds")] = 3600.0,
     workers: Annotated[int, typer.Option("--workers", help="processes running seeds in parallel")] = 2,
     first_seed: Annotated[int, typer.Option("--first-seed", help="first seed")] = 0,
+    fail_at_or_below: Annotated[float | None, typer.Option("--fail-at-or-below", help="--pool: the simulated lab fails a run whose true (first) objective value is at or below this")] = None,
+    learn_failures: Annotated[bool, typer.Option("--learn-failures", help="--pool: a failed run means infeasible here (failure_policy 'learn'): never retried, and learned")] = False,
 ) -> None:
     """Benchmark discovery efficiency: lab experiments to a top-1 % and top-5 % candidate, per arm, over seeds.
 
@@ -69,15 +72,24 @@ def bench(
     and IQRs (experiments_to_top1, experiments_to_top5, best_at_budget), total_cost_s, wall_s, af_vs_random, and
     per_seed (seeds, and measured: the candidate ids of each run in dispatch order). For a target objective also
     experiments_to_window: lab experiments to a value inside target ± tolerance (n_in_window candidates are).
+
+    With --objective repeated (several objectives, traded off by Pareto hypervolume) the JSON also holds the
+    reference_point (objective units: the pool's nadir minus 10 % of its range, BoTorch's rule, which every arm
+    plans with) and true_hypervolume (the whole pool's), and per arm experiments_to_hv90, experiments_to_hv95 (lab
+    experiments until the measured set dominates 90 % / 95 % of it) and hypervolume_at_budget; the ratios against
+    BoTorch (vs_botorch) are on experiments_to_hv90. With --fail-at-or-below every arm also reports failed_runs (lab
+    experiments spent on runs that failed).
     """
     from orchestrator.bench import run_bench
     from vocabulary.domain import ClosedLoopError
 
     config = _config(spec=None if spec is None else str(spec), pool=None if pool is None else str(pool),
-                     id_cols=_split(id_cols or ""), objective=objective, rungs=rung or [],
+                     id_cols=_split(id_cols or ""), objective=objective[0] if objective else None,
+                     objectives=tuple(objective) if objective and len(objective) > 1 else (), rungs=rung or [],
                      feature_cols="auto" if feature_cols.strip() == "auto" else _split(feature_cols),
                      lab_budget=lab_budget, seeds=seeds, arms=_split(arms), batch=batch, lab_cost_s=lab_cost_s,
-                     workers=workers, first_seed=first_seed)
+                     workers=workers, first_seed=first_seed, fail_at_or_below=fail_at_or_below,
+                     learn_failures=learn_failures)
     try:
         report = run_bench(config)
     except ClosedLoopError as exc:
@@ -90,18 +102,28 @@ def bench(
 
 
 def _print_table(report: dict) -> None:
-    table = Table(title=f"{report['objective']} · pool {report['pool_size']} · {report['seeds']} seeds · "
-                        f"budget {report['lab_budget']}")
+    multi = "true_hypervolume" in report  # several objectives: scored by hypervolume
+    failures = "fail_at_or_below" in report
+    title = " · ".join(report.get("objectives") or [report["objective"]])
+    table = Table(title=f"{title} · pool {report['pool_size']} · {report['seeds']} seeds · "
+                        f"budget {report['lab_budget']}"
+                        + (f" · reference point {[float(f'{v:.4g}') for v in report['reference_point']]}, true HV "
+                           f"{report['true_hypervolume']:.4g}" if multi else ""))
     window = "n_in_window" in report  # a target objective: its own success, a value inside the window
-    for name in ("arm", "to top-1 % (IQR)", "to top-5 % (IQR)", *(["to window (IQR)"] if window else []),
-                 "best at budget", "AF vs random", "total cost s", "wall s"):
+    # several objectives: the hypervolume columns replace the first objective's top-k ones (still in the JSON)
+    keys = ([("to HV90 (IQR)", "experiments_to_hv90"), ("to HV95 (IQR)", "experiments_to_hv95"),
+             ("HV at budget (IQR)", "hypervolume_at_budget")] if multi else
+            [("to top-1 % (IQR)", "experiments_to_top1"), ("to top-5 % (IQR)", "experiments_to_top5")])
+    keys += [("to window (IQR)", "experiments_to_window")] if window else []
+    keys += [] if multi else [("best at budget", "best_at_budget")]
+    keys += [("failed runs (IQR)", "failed_runs")] if failures else []
+    for name in ("arm", *(name for name, _ in keys), "AF vs random", "total cost s", "wall s"):
         table.add_column(name, justify="left" if name == "arm" else "right")
     for arm, s in report["arms"].items():
         def cell(key: str) -> str:
             q = s[key]
             return f"{q['median']:.4g} ({q['iqr'][0]:.3g}–{q['iqr'][1]:.3g})"
         af = report["af_vs_random"].get(arm)
-        table.add_row(arm, cell("experiments_to_top1"), cell("experiments_to_top5"),
-                      *([cell("experiments_to_window")] if window else []), cell("best_at_budget"),
+        table.add_row(arm, *(cell(key) for _, key in keys),
                       "" if af is None else f"{af:.2f}", f"{s['total_cost_s']:.3g}", f"{s['wall_s']:.2f}")
     out.print(table)
