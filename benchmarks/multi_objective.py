@@ -16,8 +16,9 @@ to those stored.
   experiments in plates of 4 (chosen before any result: a 4-well plate per round is a usual formulation screen, and
   40 is about 5 % of the pool, where a campaign stops paying off on a grid this small).
 - ``buchwald_failures``: Buchwald–Hartwig C–N coupling (Ahneman 2018, 3955 reactions); a reaction whose true yield
-  is 0 % fails (no product): bo under the default failure policy (retry) against bo with failures learned
-  (``--learn-failures``), and random; 50 lab experiments in plates of 5, as the discovery table.
+  is 0 % fails (no product): bo under the default failure policy (retry), bo that skips a failed candidate without
+  learning from it (skip), and bo with failures learned (``--failure-policy learn``), with random (retry); 50 lab
+  experiments in plates of 5, as the discovery table.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ CELLS: dict[str, dict] = {
     "buchwald_failures": dict(
         title="Buchwald–Hartwig (Ahneman 2018, 3955): maximise yield; a 0 % yield is a failed run",
         runs={"retry": dict(**BUCHWALD, arms=["bo", "random"], budget=50, batch=5, fail_at_or_below=0.0),
+              "skip": dict(**BUCHWALD, arms=["bo"], budget=50, batch=5, fail_at_or_below=0.0,
+                           failure_policy="skip"),
               "learn": dict(**BUCHWALD, arms=["bo"], budget=50, batch=5, fail_at_or_below=0.0,
-                            learn_failures=True)}),
+                            failure_policy="learn")}),
 }
 """Each cell: a title and its bench configurations, by a key that names the arms' label suffix."""
 
@@ -69,7 +72,7 @@ def config_of(run: dict, seeds: int, first_seed: int, workers: int, budget: int 
                        objectives=tuple(objectives) if len(objectives) > 1 else (), lab_budget=budget or run["budget"],
                        seeds=seeds, arms=tuple(run["arms"]), batch=run["batch"], lab_cost_s=LAB_COST_S,
                        workers=workers, first_seed=first_seed, fail_at_or_below=run.get("fail_at_or_below"),
-                       learn_failures=run.get("learn_failures", False))
+                       failure_policy=run.get("failure_policy"))
 
 
 def command_line(run: dict, seeds: int, budget: int | None = None) -> str:
@@ -79,8 +82,8 @@ def command_line(run: dict, seeds: int, budget: int | None = None) -> str:
         parts += ["--objective", objective]
     if run.get("fail_at_or_below") is not None:
         parts += ["--fail-at-or-below", f"{run['fail_at_or_below']:g}"]
-    if run.get("learn_failures"):
-        parts.append("--learn-failures")
+    if run.get("failure_policy"):
+        parts += ["--failure-policy", run["failure_policy"]]
     parts += ["--lab-budget", str(budget or run["budget"]), "--batch", str(run["batch"]), "--seeds", str(seeds),
               "--arms", ",".join(run["arms"]), "--lab-cost-s", f"{LAB_COST_S:g}", "--workers", "1"]
     return shlex.join(parts)
@@ -99,8 +102,10 @@ def summarised(config, runs: list[dict]) -> dict:
         return summarise_runs(problem, records)
 
 
-def run_cell(name: str, seeds: int, first_seed: int, workers: int, results: Path, budget: int | None) -> None:
-    """Run a cell's configurations seed chunk by seed chunk, rewriting its JSON after each chunk."""
+def run_cell(name: str, seeds: int, first_seed: int, workers: int, results: Path, budget: int | None,
+             arms: list[str] | None = None) -> None:
+    """Run a cell's configurations seed chunk by seed chunk, rewriting its JSON after each chunk. ``arms`` runs only
+    those arms (the stored runs of the others are kept, so arms may run apart, each on the same seeds)."""
     from orchestrator.bench import run_bench
 
     path = results / f"multi_objective_{name}.json"
@@ -109,12 +114,15 @@ def run_cell(name: str, seeds: int, first_seed: int, workers: int, results: Path
     for key, run in CELLS[name]["runs"].items():
         entry = stored["configurations"].get(key, {"runs": []})
         entry["command"] = command_line(run, seeds, budget)
+        chosen = [a for a in run["arms"] if arms is None or a in arms]
+        if not chosen:
+            continue
         for start in range(first_seed, first_seed + seeds, chunk):
             n = min(chunk, first_seed + seeds - start)
             print(f"== {name}[{key or 'all'}] seeds {start}..{start + n - 1}: {entry['command']}",
                   file=sys.stderr, flush=True)
             began = time.perf_counter()
-            report = run_bench(config_of(run, n, start, workers, budget), show_progress=False)
+            report = run_bench(config_of({**run, "arms": chosen}, n, start, workers, budget), show_progress=False)
             done = {(r["arm"], r["seed"]) for r in report["runs"]}
             entry["runs"] = [r for r in entry["runs"] if (r["arm"], r["seed"]) not in done] + report["runs"]
             seeds_done = sorted({r["seed"] for r in entry["runs"]})
@@ -194,16 +202,19 @@ def buchwald_tables(entries: dict) -> list[str]:
     for label, s, _ in rows:
         lines.append(f"| {label} | {_q(s, 'failed_runs')} | {_q(s, 'experiments_to_top1')} | "
                      f"{_q(s, 'experiments_to_top5')} | {_q(s, 'best_at_budget')} | {s['wall_s']:.1f} |")
-    if "learn" in entries and "retry" in entries and "bo" in entries["retry"]["report"]["arms"]:
-        learn, retry = entries["learn"]["report"]["arms"]["bo"], entries["retry"]["report"]["arms"]["bo"]
-        lines += ["", "Paired over seeds, bo with failures learned against bo under retry (seeds learn better / "
-                      "tied / worse):", ""]
-        for key in ("failed_runs", "experiments_to_top1"):
-            a, b = _by_seed(learn, key), _by_seed(retry, key)
+    for other in ("retry", "skip"):
+        if "learn" not in entries or other not in entries or "bo" not in entries[other]["report"]["arms"]:
+            continue
+        learn, against = entries["learn"]["report"]["arms"]["bo"], entries[other]["report"]["arms"]["bo"]
+        lines += ["", f"Paired over seeds, bo with failures learned against bo under {other} (seeds learn better / "
+                      "tied / worse; lower is better):", ""]
+        for key in ("failed_runs", "experiments_to_top1", "experiments_to_top5"):
+            a, b = _by_seed(learn, key), _by_seed(against, key)
             seeds = sorted(set(a) & set(b))
             diff = [a[k] - b[k] for k in seeds]
             _, lower, tied, higher = _paired([a[k] for k in seeds], [b[k] for k in seeds])
-            lines.append(f"- {key}: median paired difference {np.median(diff):+.1f} ({lower}/{tied}/{higher})")
+            lines.append(f"- {key}: total {sum(a[k] for k in seeds):g} against {sum(b[k] for k in seeds):g}, median "
+                         f"paired difference {np.median(diff):+.1f} ({lower}/{tied}/{higher})")
     return lines
 
 
@@ -245,6 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lab-budget", type=int, default=None, help="another budget needs --results")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--render", action="store_true", help="only re-render from the JSON files")
+    parser.add_argument("--arms", default=None, help="run only these arms (comma-separated); others' runs are kept")
     args = parser.parse_args(argv)
     results = args.results.resolve()
     is_tables = results == RESULTS.resolve()
@@ -256,7 +268,8 @@ def main(argv: list[str] | None = None) -> None:
     results.mkdir(parents=True, exist_ok=True)
     if not args.render:
         for name in args.only or list(CELLS):
-            run_cell(name, args.seeds, args.first_seed, args.workers, results, args.lab_budget)
+            run_cell(name, args.seeds, args.first_seed, args.workers, results, args.lab_budget,
+                     args.arms.split(",") if args.arms else None)
     text = render(results, RESULTS_MD if is_tables else None)
     if not is_tables:
         print(text)

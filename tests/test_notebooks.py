@@ -46,6 +46,12 @@ EXPECTED_TEXT = {
         "trajectories.jsonl",  # the native export
         "best_so_far",  # the report's plots
     ],
+    "04_several_objectives.ipynb": [
+        "tradeoff: pareto",  # the spec reads several [[objective]] tables
+        "campaign finished: lab budget used: 10 of 10",  # the two-objective campaign ran to the SMOKE_TEST budget
+        "results on the front",  # its front, from campaign_front and from `run --json`'s summary
+        "objectives: drug_loading (maximize), encap_efficiency (maximize), particle_diameter (minimize)",
+    ],
 }
 # Regular expressions some output must match (for numbers that may legitimately change).
 EXPECTED_PATTERNS = {

@@ -123,8 +123,9 @@ class BenchConfig(BaseModel):
     fail_at_or_below: float | None = Field(default=None, description="--fail-at-or-below: the simulated lab fails a "
                                                                      "run whose true first-objective value is at or "
                                                                      "below this (objective unit)")
-    learn_failures: bool = Field(default=False, description="--learn-failures: failure_policy 'learn' (a failed run "
-                                                            "means infeasible here, and the planners learn it)")
+    failure_policy: Literal["retry", "skip", "learn"] | None = Field(
+        default=None, description="--failure-policy: what a failed run means (lab.failure_policy; default the "
+                                  "spec's, retry): 'learn' = infeasible here, never retried, and the planners learn it")
     rungs: tuple[RungColumn, ...] = Field(default=(), description="--rung: cheaper fidelities read from columns")
     feature_cols: tuple[str, ...] | Literal["auto"] = Field(default="auto", description="--feature-cols")
     lab_budget: int | None = Field(default=None, gt=0, description="--lab-budget: lab experiments per run "
@@ -179,7 +180,7 @@ class BenchConfig(BaseModel):
             pool_flags = [flag for flag, value in (("--id-cols", self.id_cols), ("--objective", self.objective),
                                                    ("--rung", self.rungs),
                                                    ("--fail-at-or-below", self.fail_at_or_below is not None),
-                                                   ("--learn-failures", self.learn_failures)) if value]
+                                                   ("--failure-policy", self.failure_policy is not None)) if value]
             if pool_flags:
                 raise ValueError(f"{', '.join(pool_flags)} describe a --pool; with --spec the campaign spec says it")
             return self

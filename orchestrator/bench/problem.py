@@ -398,7 +398,7 @@ def pool_spec(config: BenchConfig, workdir: Path) -> tuple[CampaignSpec, int, in
     if config.is_multi_objective:  # one reference point, stated: every arm's and the true hypervolume's
         multi = {"tradeoff": {"method": "pareto",
                               "reference_point": pool_reference_point(objectives, merged[config.objective_columns])}}
-    failures = {"failure_policy": "learn"} if config.learn_failures else {}
+    failures = {} if config.failure_policy is None else {"failure_policy": config.failure_policy}
     if config.fail_at_or_below is not None:
         failures["fails_at_or_below"] = config.fail_at_or_below
     ladder = [{"name": r.name, "simulator": "table", "column": r.column, "property": r.column, "proxy": r.column,

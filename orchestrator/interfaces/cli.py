@@ -404,7 +404,9 @@ def _print_summary(summary: dict[str, Any], db: str | None = None) -> None:
     if "main_beats_control" in summary:
         out.print(rich_safe(_comparison_sentence(summary)))
     if summary.get("front"):
-        out.print(_front_table(summary["front"]))
+        from orchestrator.interfaces.front_text import front_table
+
+        out.print(front_table(summary["front"]))
     if summary.get("approval"):
         keys = summary["approval"]["job_keys"]
         out.print(_batch_table(summary["approval"]))
@@ -412,24 +414,6 @@ def _print_summary(summary: dict[str, Any], db: str | None = None) -> None:
         out.print(f"[yellow]waiting for approval of {len(keys)} lab job(s):[/] {rich_safe(resume)}", soft_wrap=True)
         out.print("  (it asks which jobs to approve; or add --approve all, --approve none --reason WHY, or "
                   "--approve KEY,KEY)", soft_wrap=True)
-
-
-def _front_table(front: dict[str, Any]) -> Table:
-    """The measured Pareto front (``summary.front``): one row per non-dominated result, its hypervolume in the title."""
-    from orchestrator.loop.front import hypervolume_unit
-    from vocabulary.numbers import rounded
-
-    reference = "inferred" if front["reference_inferred"] else "given"
-    unit = hypervolume_unit(front.get("units", []))
-    table = Table(title=f"Pareto front: {len(front['points'])} of {front['n_results']} results, hypervolume "
-                        f"{rounded(front['hypervolume'])}{' ' + unit if unit else ''} (reference {reference} "
-                        f"{', '.join(fmt(v) for v in front['reference_point'])})")
-    table.add_column("candidate")
-    for prop, direction in zip(front["properties"], front["directions"]):
-        table.add_column(rich_safe(f"{prop} ({direction})"))
-    for point in front["points"]:
-        table.add_row(rich_safe(point["label"]), *(fmt(point["values"].get(p)) for p in front["properties"]))
-    return table
 
 
 def status_text(status: str | None) -> str:

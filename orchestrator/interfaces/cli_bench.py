@@ -16,7 +16,7 @@ __all__ = ["bench"]
 _FLAGS = {"spec": "--spec", "pool": "--pool", "id_cols": "--id-cols", "objective": "--objective", "rungs": "--rung",
           "feature_cols": "--feature-cols", "lab_budget": "--lab-budget", "seeds": "--seeds", "arms": "--arms",
           "batch": "--batch", "lab_cost_s": "--lab-cost-s", "workers": "--workers", "first_seed": "--first-seed", "objectives": "--objective",
-          "fail_at_or_below": "--fail-at-or-below", "learn_failures": "--learn-failures"}
+          "fail_at_or_below": "--fail-at-or-below", "failure_policy": "--failure-policy"}
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -61,7 +61,7 @@ def bench(
     workers: Annotated[int, typer.Option("--workers", help="processes running seeds in parallel")] = 2,
     first_seed: Annotated[int, typer.Option("--first-seed", help="first seed")] = 0,
     fail_at_or_below: Annotated[float | None, typer.Option("--fail-at-or-below", help="--pool: the simulated lab fails a run whose true (first) objective value is at or below this")] = None,
-    learn_failures: Annotated[bool, typer.Option("--learn-failures", help="--pool: a failed run means infeasible here (failure_policy 'learn'): never retried, and learned")] = False,
+    failure_policy: Annotated[str | None, typer.Option("--failure-policy", help="--pool: retry | skip | learn: what a failed run means (default retry); learn = infeasible here, never retried, and learned")] = None,
 ) -> None:
     """Benchmark discovery efficiency: lab experiments to a top-1 % and top-5 % candidate, per arm, over seeds.
 
@@ -89,7 +89,7 @@ def bench(
                      feature_cols="auto" if feature_cols.strip() == "auto" else _split(feature_cols),
                      lab_budget=lab_budget, seeds=seeds, arms=_split(arms), batch=batch, lab_cost_s=lab_cost_s,
                      workers=workers, first_seed=first_seed, fail_at_or_below=fail_at_or_below,
-                     learn_failures=learn_failures)
+                     failure_policy=failure_policy)
     try:
         report = run_bench(config)
     except ClosedLoopError as exc:

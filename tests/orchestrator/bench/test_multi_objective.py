@@ -144,7 +144,7 @@ def test_failing_runs_are_counted_per_arm(two_objective_pool, tmp_path):
     frame = pd.read_csv(two_objective_pool)
     threshold = float(np.quantile(frame["y"], 0.3))
     result = _bench("--pool", str(two_objective_pool), "--id-cols", "x1,x2", "--objective", "maximize:y",
-                    "--fail-at-or-below", str(threshold), "--learn-failures", "--lab-budget", "12", "--batch", "4",
+                    "--fail-at-or-below", str(threshold), "--failure-policy", "learn", "--lab-budget", "12", "--batch", "4",
                     "--seeds", "1", "--arms", "random", "--workers", "1", "--json", str(out))
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
