@@ -221,7 +221,7 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **({"fail_at_or_below": c.fail_at_or_below, "failure_policy": problem.spec.lab.failure_policy}
            if has_failures else {}),
-        "runs": [{"arm": r.arm, "seed": r.seed, "order": r.order, "lab_order": r.lab_order, "n_failed": r.n_failed,
+        "runs": [{"arm": r.arm, "seed": r.seed, "order": r.order, "lab_order": r.lab_order or r.order, "n_failed": r.n_failed,
                   "measured": r.measured, "wall_s": r.wall_s,
                   "rung_cost_s": r.rung_cost_s, "n_rung_evaluations": r.n_rung_evaluations, "notes": r.notes}
                  for r in records],
