@@ -25,7 +25,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AllowInfNan,
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -33,8 +32,15 @@ from pydantic import (
     model_validator,
 )
 
-from vocabulary.directions import normalised_direction
-from vocabulary.domain import CandidateKind, SetupError, objective_utility
+from orchestrator.spec_fields import SpecModel, spec_field
+from orchestrator.spec_objectives import (
+    ObjectiveSpec,
+    OutcomeConstraintSpec,
+    TradeoffSpec,
+    check_objectives,
+    objective_tables,
+)
+from vocabulary.domain import CandidateKind, SetupError
 from vocabulary.text_files import TextFileError, read_text_file
 
 __all__ = [
@@ -86,132 +92,18 @@ class SpecError(SetupError):
         super().__init__(f"invalid campaign spec {source}:\n{lines}")
 
 
-def _field(default: Any = ..., description: str = "", *, unit: str | None = None, example: Any = None,
-           **constraints: Any) -> Any:
-    """A documented spec field: its description, unit and example land in the JSON Schema and docs/spec.md."""
-    return Field(default, description=description, examples=None if example is None else [example],
-                 json_schema_extra={"unit": unit} if unit else None, **constraints)
-
-
-class _Spec(BaseModel):
-    # TOML writes nan and inf; no number of a spec means either (a NaN target makes every utility NaN)
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-class CampaignMeta(_Spec):
+class CampaignMeta(SpecModel):
     """What the campaign is called, what it searches and its seed."""
 
-    name: str = _field(description="human-readable campaign name", example="freesolv-hydration", min_length=1)
-    kind: CandidateKind = _field(description="candidate kind: 'molecule' (SMILES), 'material' (formulas) or "
+    name: str = spec_field(description="human-readable campaign name", example="freesolv-hydration", min_length=1)
+    kind: CandidateKind = spec_field(description="candidate kind: 'molecule' (SMILES), 'material' (formulas) or "
                                              "'conditions' (rows of parameter values)", example="molecule")
-    seed: int = _field(0, "the campaign's seed, a 64-bit integer; one seed replays one campaign", example=7,
+    seed: int = spec_field(0, "the campaign's seed, a 64-bit integer; one seed replays one campaign", example=7,
                        ge=-(2**63), lt=2**63)
-    description: str = _field("", "free text shown with the campaign", example="hydration free energies, FreeSolv")
+    description: str = spec_field("", "free text shown with the campaign", example="hydration free energies, FreeSolv")
 
 
-class ObjectiveSpec(_Spec):
-    """What the lab measures and which way is better.
-
-    ``target`` direction means "hit ``target`` within ``tolerance``"; its utility is ``-|value - target|``.
-    """
-
-    property: str = _field("value", "name of the measured property (the column of results entered by hand)",
-                           example="dg_hydration")
-    unit: str = _field("", "the property's unit, as shown to people", example="kcal/mol")
-    direction: Literal["maximize", "minimize", "target"] = _field(
-        description="which way is better ('maximise', 'max', 'min' are read too); 'target' needs target and "
-                    "tolerance", example="maximize")
-    target: float | None = _field(None, "direction 'target': the value to hit", unit="objective unit",
-                                  example=-12.0)
-    tolerance: float | None = _field(None, "direction 'target': a hit is within this of target",
-                                     unit="objective unit", example=0.5, gt=0)
-    column: str | None = _field(None, "the pool column holding this objective's truth for the simulated lab (the "
-                                      "first objective may use lab.oracle_column instead)", example="drug_loading")
-    noise_sd: float | None = _field(None, "the simulated lab's measurement noise for this objective (sd); default: "
-                                          "lab.noise_sd for the first objective, 0 for the others",
-                                    unit="objective unit", example=0.3, ge=0)
-    weight: float = _field(1.0, "tradeoff 'desirability' or 'weighted_sum': this objective's weight", example=2.0,
-                           gt=0)
-    bounds: tuple[float, float] | None = _field(
-        None, "tradeoff 'desirability' (and a scaled 'weighted_sum'): the worst and the best value that matter, in "
-              "that order", unit="objective unit", example=(0.0, 10.0))
-
-    @field_validator("direction", mode="before")
-    @classmethod
-    def _spelling(cls, value: Any) -> Any:
-        """"maximise", "Min" and the like mean what they say (``vocabulary.directions``)."""
-        return normalised_direction(value)
-
-    @model_validator(mode="after")
-    def _target_needs_value(self) -> ObjectiveSpec:
-        if self.direction == "target" and (self.target is None or self.tolerance is None):
-            raise ValueError("direction 'target' needs both 'target' and 'tolerance' (e.g. target = -5.0, tolerance = 0.5)")
-        return self
-
-    def utility(self, value: float) -> float:
-        """Higher is better, whatever the direction."""
-        return objective_utility(self.direction, value, self.target)
-
-    def is_hit(self, value: float | None, threshold: float | None = None) -> bool:
-        """True when a value meets the target window, or the stop threshold for maximize/minimize."""
-        if value is None or math.isnan(value):
-            return False
-        if self.direction == "target":
-            return abs(value - self.target) <= self.tolerance
-        if threshold is None:
-            return False
-        return value >= threshold if self.direction == "maximize" else value <= threshold
-
-
-class TradeoffSpec(_Spec):
-    """How several objectives are weighed against each other (one objective: nothing to weigh).
-
-    ``pareto`` plans on the front: expected hypervolume improvement over the measured Pareto front, above a reference
-    point (the spec's, or inferred from the results and recorded). ``desirability`` is the weighted geometric mean of
-    per-objective desirabilities, each linear from its ``bounds`` worst to best (BayBE's form); ``weighted_sum`` adds
-    the objectives' utilities scaled to their ``bounds`` (or unscaled without them), times their weights.
-    """
-
-    method: Literal["pareto", "desirability", "weighted_sum"] | None = _field(
-        None, "how several objectives combine; default 'pareto' for more than one", example="desirability")
-    reference_point: list[float] | None = _field(
-        None, "pareto: the worst value of each objective that still counts, one per [[objective]] in order, in their "
-              "units; default: inferred from the results (BoTorch's rule: the nadir less a tenth of the range)",
-        example=[0.0, 300.0])
-
-
-class OutcomeConstraintSpec(_Spec):
-    """A measured property that must stay within bounds (a side product below 5 %, a diameter below 200 nm): the
-    planners value a candidate by the probability that it meets every constraint, and a result that breaks one is
-    never on the front."""
-
-    property: str = _field(description="the measured property (a column of results entered by hand)",
-                           example="side_product")
-    unit: str = _field("", "the property's unit, as shown to people", example="%")
-    lower: float | None = _field(None, "the lowest acceptable value", unit="property unit", example=50.0)
-    upper: float | None = _field(None, "the highest acceptable value", unit="property unit", example=5.0)
-    column: str | None = _field(None, "the pool column holding this property's truth for the simulated lab",
-                                example="side_product_pct")
-    noise_sd: float = _field(0.0, "the simulated lab's measurement noise for this property (sd)",
-                             unit="property unit", example=0.5, ge=0)
-
-    @model_validator(mode="after")
-    def _has_a_bound(self) -> OutcomeConstraintSpec:
-        if self.lower is None and self.upper is None:
-            raise ValueError(f"constraint on {self.property!r} has neither 'lower' nor 'upper': give at least one "
-                             "(e.g. upper = 5.0)")
-        if self.lower is not None and self.upper is not None and self.lower > self.upper:
-            raise ValueError(f"constraint on {self.property!r} has lower {self.lower} above upper {self.upper}")
-        return self
-
-    def is_met(self, value: float | None) -> bool:
-        """True when ``value`` is measured and within the bounds."""
-        if value is None or math.isnan(value):
-            return False
-        return (self.lower is None or value >= self.lower) and (self.upper is None or value <= self.upper)
-
-
-class SpaceSpec(_Spec):
+class SpaceSpec(SpecModel):
     """The design space: a CSV pool (path relative to the spec file) or an inline list.
 
     With ``generate = true`` the space is open: the pool is only the seed library, the llm arm may write new SMILES
@@ -221,39 +113,39 @@ class SpaceSpec(_Spec):
     not a parameter.
     """
 
-    pool: str | None = _field(None, "CSV file, relative to the spec file (give pool or inline)",
+    pool: str | None = spec_field(None, "CSV file, relative to the spec file (give pool or inline)",
                               example="freesolv.csv")
-    column: str | None = _field(None, "the pool column holding SMILES or formulas (molecules, materials)",
+    column: str | None = spec_field(None, "the pool column holding SMILES or formulas (molecules, materials)",
                                 example="smiles")
-    columns: list[str] | None = _field(None, "parameter columns, for kind = conditions",
+    columns: list[str] | None = spec_field(None, "parameter columns, for kind = conditions",
                                        example=["base", "temperature_c"])
-    inline: list[Any] | None = _field(
+    inline: list[Any] | None = spec_field(
         None, "candidates given inline instead of a pool: SMILES or formulas, or tables of parameter values for "
               "conditions", example=[{"temperature_c": 60, "solvent": "water", "yield_pct": 71.0}])
-    features: Literal["auto", "parameters", "columns"] = _field(
+    features: Literal["auto", "parameters", "columns"] = spec_field(
         "auto",
         "conditions: 'parameters' encodes each parameter (one-hot or scaled); 'columns' reads what each column holds "
         "(Morgan bits for SMILES, composition features for formulas, scaled numbers, one-hot categories); 'auto' is "
         "'columns' when a column holds SMILES or formulas, else 'parameters' (the two agree on numbers and "
         "categories). A column that mixes formulas and SMILES needs 'parameters'", example="parameters")
-    stream: Literal["auto"] | bool = _field(
+    stream: Literal["auto"] | bool = spec_field(
         "auto",
         "conditions pools: keep only compact row codes and compute features, acquisition and dedup chunk by chunk "
         "(true), load every row as a candidate (false), or stream when the in-memory pool would exceed its memory "
         "budget ('auto', orchestrator.space.compact.should_stream)", example=True)
-    generate: bool = _field(False, "open space: propose new molecules or compositions", example=True)
-    max_heavy_atoms: int | None = _field(30, "generator mode: largest molecule", unit="heavy atoms", example=25, gt=0)
-    max_atoms: int | None = _field(12, "generator mode: largest formula unit", unit="atoms", example=10, gt=0)
-    elements: list[str] | None = _field(None, "generator mode: allowed element symbols (None: any)",
+    generate: bool = spec_field(False, "open space: propose new molecules or compositions", example=True)
+    max_heavy_atoms: int | None = spec_field(30, "generator mode: largest molecule", unit="heavy atoms", example=25, gt=0)
+    max_atoms: int | None = spec_field(12, "generator mode: largest formula unit", unit="atoms", example=10, gt=0)
+    elements: list[str] | None = spec_field(None, "generator mode: allowed element symbols (None: any)",
                                         example=["Li", "Fe", "P", "O"])
-    neighbours_per_iteration: int = _field(48, "generator mode: edits of the best added per iteration",
+    neighbours_per_iteration: int = spec_field(48, "generator mode: edits of the best added per iteration",
                                            unit="candidates", example=24, ge=0)
-    on_bad_rows: Literal["refuse", "skip"] = _field(
+    on_bad_rows: Literal["refuse", "skip"] = spec_field(
         "refuse",
         "a pool row whose candidate does not parse, whose lab value is empty, text or infinite, or that repeats a "
         "candidate with different values: 'refuse' stops with the rows named; 'skip' leaves them out and reports "
         "every one (a warning, and the CampaignStarted event)", example="skip")
-    replicates: Literal["must_agree", "average"] = _field(
+    replicates: Literal["must_agree", "average"] = spec_field(
         "must_agree",
         "rows of one candidate (replicates, or spellings of one molecule): 'must_agree' merges them only when their "
         "lab and table-rung values are equal (others are bad rows); 'average' averages them, with a warning that "
@@ -271,22 +163,22 @@ class SpaceSpec(_Spec):
         return self
 
 
-class RungSpec(_Spec):
+class RungSpec(SpecModel):
     """One rung of the fidelity ladder (a ``[[ladder]]`` table per rung, cheapest first).
 
     ``simulator = "table"`` reads ``column`` of the pool. ``proxy`` marks the property (if any) that estimates the
     lab objective; promotion to the lab ranks by it.
     """
 
-    name: str = _field(description="the rung's name, unique in the ladder ('lab' is reserved)", example="xtb")
-    simulator: str = _field(description="registered simulator name (see Simulators below)", example="xtb")
-    column: str | None = _field(None, "simulator 'table': the pool column holding this rung's values",
+    name: str = spec_field(description="the rung's name, unique in the ladder ('lab' is reserved)", example="xtb")
+    simulator: str = spec_field(description="registered simulator name (see Simulators below)", example="xtb")
+    column: str | None = spec_field(None, "simulator 'table': the pool column holding this rung's values",
                                 example="calc")
-    property: str | None = _field(None, "the simulator property the rung reports", example="dg_solv_kcal_mol")
-    proxy: str | None = _field(None, "property that estimates the objective, in the objective's unit",
+    property: str | None = spec_field(None, "the simulator property the rung reports", example="dg_solv_kcal_mol")
+    proxy: str | None = spec_field(None, "property that estimates the objective, in the objective's unit",
                                example="dg_solv_kcal_mol")
-    cost_s: float = _field(0.0, "cost per evaluation for table rungs", unit="s", example=30.0, ge=0)
-    capacity: int | None = _field(None, "most candidates this rung takes per iteration", unit="candidates",
+    cost_s: float = spec_field(0.0, "cost per evaluation for table rungs", unit="s", example=30.0, ge=0)
+    capacity: int | None = spec_field(None, "most candidates this rung takes per iteration", unit="candidates",
                                   example=16, gt=0)
     parameters: dict[str, Any] = Field(default_factory=dict, description="the simulator's keyword arguments",
                                        examples=[{"method": "GFN2-xTB"}])
@@ -298,61 +190,61 @@ class RungSpec(_Spec):
         return self
 
 
-class ScreeningSpec(_Spec):
+class ScreeningSpec(SpecModel):
     """How rungs run and when a rung counts as informative about the lab."""
 
-    executor: Literal["serial", "process", "ray"] = _field("process", "where simulators run", example="serial")
-    cheap_s: float = _field(0.05, "rungs cheaper than this per candidate run in-process", unit="s", example=0.1,
+    executor: Literal["serial", "process", "ray"] = spec_field("process", "where simulators run", example="serial")
+    cheap_s: float = spec_field(0.05, "rungs cheaper than this per candidate run in-process", unit="s", example=0.1,
                             ge=0)
-    timeout_s: float | None = _field(600.0, "per-evaluation timeout", unit="s", example=120.0, gt=0)
-    min_pairs: int = _field(5, "lab pairs needed before a rung can be judged", unit="pairs", example=8, ge=3)
-    min_informativeness: float = _field(0.3, "|Spearman ρ| below which a rung is skipped", example=0.4, ge=0, le=1)
-    survey_share: float = _field(
+    timeout_s: float | None = spec_field(600.0, "per-evaluation timeout", unit="s", example=120.0, gt=0)
+    min_pairs: int = spec_field(5, "lab pairs needed before a rung can be judged", unit="pairs", example=8, ge=3)
+    min_informativeness: float = spec_field(0.3, "|Spearman ρ| below which a rung is skipped", example=0.4, ge=0, le=1)
+    survey_share: float = spec_field(
         0.5, "share of the compute budget that may go to reading proxy rungs over the whole design space (a rung "
              "whose pool-wide cost fits is surveyed once; the rest is paced over escalations)", unit="fraction",
         example=0.25, ge=0, le=1)
 
 
-class LabSpec(_Spec):
+class LabSpec(SpecModel):
     """The lab: a driver and its parameters; the SimLab's ground truth is a pool column or an inline mapping."""
 
-    driver: str = _field("simlab", "registered driver name (see Lab drivers below); 'manual': a person enters "
+    driver: str = spec_field("simlab", "registered driver name (see Lab drivers below); 'manual': a person enters "
                                    "results", example="manual")
-    oracle_column: str | None = _field(None, "pool column (or inline conditions key) holding the true objective",
+    oracle_column: str | None = spec_field(None, "pool column (or inline conditions key) holding the true objective",
                                        example="expt")
-    oracle: dict[str, Annotated[float, AllowInfNan()]] | None = _field(  # non-finite values: _finite_truth
+    oracle: dict[str, Annotated[float, AllowInfNan()]] | None = spec_field(  # non-finite values: _finite_truth
         None, "inline ground truth for inline molecules or materials, raw input -> value (objective unit)",
         example={"CCO": 1.0, "CCCO": 2.0})
-    oracle_simulator: str | None = _field(
+    oracle_simulator: str | None = spec_field(
         None, "a simulator whose property is the SimLab's ground truth (open spaces, digital twins)", example="xtb")
-    oracle_property: str | None = _field(None, "the oracle simulator's property, objective unit",
+    oracle_property: str | None = spec_field(None, "the oracle simulator's property, objective unit",
                                          example="dg_solv_kcal_mol")
     oracle_parameters: dict[str, Any] = Field(default_factory=dict, description="the oracle simulator's keyword "
                                               "arguments", examples=[{"method": "GFN2-xTB"}])
-    noise_sd: float = _field(0.0, "measurement noise (sd)", unit="objective unit", example=0.3, ge=0)
+    noise_sd: float = spec_field(0.0, "measurement noise (sd)", unit="objective unit", example=0.3, ge=0)
     parameters: dict[str, Any] = Field(
         default_factory=dict, description="driver keyword arguments; for simlab see Lab parameters and "
                                           "[lab.parameters.envelope] below",
         examples=[{"transfer_s": 60.0, "envelope": {"parameters": {"temperature_c": [25, 120, "°C"]}}}])
-    steps: list[str] | None = _field(None, "the stations each job visits, in order; default: the driver's",
+    steps: list[str] | None = spec_field(None, "the stations each job visits, in order; default: the driver's",
                                      example=["synthesis", "characterisation"])
-    wait: Literal["any", "all"] = _field(
+    wait: Literal["any", "all"] = spec_field(
         "any", "'any': refill the lab as each job finishes (pending-aware); 'all': whole batches", example="all")
-    max_pending: int | None = _field(None, "jobs in the lab at once; default: the driver's parallel capacity",
+    max_pending: int | None = spec_field(None, "jobs in the lab at once; default: the driver's parallel capacity",
                                      unit="jobs", example=4, gt=0)
-    failure_policy: Literal["retry", "skip", "abort", "ask", "learn"] = _field(
+    failure_policy: Literal["retry", "skip", "abort", "ask", "learn"] = spec_field(
         "retry", "what a failed job triggers; 'ask' waits for a human; 'learn': the failure means 'infeasible here': "
                  "never retried, and the planners learn where runs fail", example="learn")
-    fails_at_or_below: float | None = _field(
+    fails_at_or_below: float | None = spec_field(
         None, "simulated lab: a job whose true first-objective value is at or below this fails (no product); "
               "failure_policy says what that means", unit="objective unit", example=0.0)
-    max_retries: int = _field(2, "retries per candidate under the 'retry' policy", unit="retries", example=1, ge=0)
-    retry_backoff_s: float = _field(600.0, "lab-clock wait before a retry, doubling", unit="s", example=300.0, ge=0)
-    ttl_s: float | None = _field(None, "a job not finished this long after submission fails", unit="s",
+    max_retries: int = spec_field(2, "retries per candidate under the 'retry' policy", unit="retries", example=1, ge=0)
+    retry_backoff_s: float = spec_field(600.0, "lab-clock wait before a retry, doubling", unit="s", example=300.0, ge=0)
+    ttl_s: float | None = spec_field(None, "a job not finished this long after submission fails", unit="s",
                                  example=86400.0, gt=0)
-    tolerated_failure_rate: float = _field(0.5, "halt the campaign above this failure rate", unit="fraction",
+    tolerated_failure_rate: float = spec_field(0.5, "halt the campaign above this failure rate", unit="fraction",
                                            example=0.3, gt=0, le=1)
-    min_jobs_for_failure_rate: int = _field(6, "jobs needed before the rate is judged", unit="jobs", example=10,
+    min_jobs_for_failure_rate: int = spec_field(6, "jobs needed before the rate is judged", unit="jobs", example=10,
                                             ge=1)
 
     @field_validator("oracle")
@@ -372,51 +264,51 @@ class LabSpec(_Spec):
         return self
 
 
-class BudgetSpec(_Spec):
+class BudgetSpec(SpecModel):
     """What the campaign may spend: lab experiments, and optionally lab time and simulator compute."""
 
-    lab_experiments: int = _field(description="lab experiments", unit="experiments", example=24, gt=0)
-    lab_hours: float | None = _field(None, "simulated lab time", unit="h", example=72.0, gt=0)
-    compute_seconds: float | None = _field(
+    lab_experiments: int = spec_field(description="lab experiments", unit="experiments", example=24, gt=0)
+    lab_hours: float | None = spec_field(None, "simulated lab time", unit="h", example=72.0, gt=0)
+    compute_seconds: float | None = spec_field(
         None, "simulator compute, paced over the lab budget; it limits who climbs the ladder", unit="s",
         example=3600.0, gt=0)
 
 
-class PlannerSpec(_Spec):
+class PlannerSpec(SpecModel):
     """Planner arms. ``main`` proposes most experiments; ``control`` gets ``control_share`` of the lab budget."""
 
-    main: str = _field("bo", "a planner arm (see Planner arms below) or one added with register_planner",
+    main: str = spec_field("bo", "a planner arm (see Planner arms below) or one added with register_planner",
                        example="llm")
-    control: str | None = _field("random", "bo, random or a registered arm; leave it out with control_share = 0 "
+    control: str | None = spec_field("random", "bo, random or a registered arm; leave it out with control_share = 0 "
                                            "for no control", example="bo")
-    model: str | None = _field(
+    model: str | None = spec_field(
         None, "llm arm: 'provider:model', a .gguf path, or None for the embedded SmolLM2",
         example="anthropic:claude-sonnet-4-5")
-    max_repair_rounds: int = _field(2, "llm arm: repair rounds before the bo fallback", unit="rounds", example=1,
+    max_repair_rounds: int = spec_field(2, "llm arm: repair rounds before the bo fallback", unit="rounds", example=1,
                                     ge=0)
-    shortlist_size: int | None = _field(
+    shortlist_size: int | None = spec_field(
         None, "llm arm: the size of bo's batch the model chooses from per call; default twice the proposals asked "
               "for, so a model that knows nothing measures bo's next-best candidates (with one proposal per lab "
               "slot, twice the model's own picks, the candidates that follow bo's anchors)", unit="candidates",
         example=16, gt=0)
-    llm_tool_steps: int = _field(
+    llm_tool_steps: int = spec_field(
         0, "llm arm: rounds in which a tool-calling model may call predict, simulate, history, similar and "
            "constraints itself (provider models that call tools; local GGUF models get the tool results in the "
            "prompt); 0 puts them in the prompt only", unit="rounds", example=3, ge=0)
-    llm_anchors: bool = _field(
+    llm_anchors: bool = spec_field(
         True, "llm arm: when the screen weighs several proposals per lab slot, one of each slot's proposals is bo's "
               "pick and the model chooses the others, so the ladder's evidence, not the model alone, decides whether "
               "a model pick displaces the surrogate's; with one proposal per slot, the model explores one slot per "
               "batch until its lab record shows (95 % credible) that its picks beat bo's, then earns a larger share "
               "(the rest are bo's); false lets the model choose every proposal", example=False)
-    control_share: float = _field(0.2, "share of the lab budget that goes to the control arm", unit="fraction",
+    control_share: float = spec_field(0.2, "share of the lab budget that goes to the control arm", unit="fraction",
                                   example=0.0, ge=0, lt=1)
-    batch_size: int = _field(4, "lab experiments per iteration", unit="experiments", example=8, gt=0)
-    n_initial: int = _field(4, "random lab experiments before the surrogate is used", unit="experiments",
+    batch_size: int = spec_field(4, "lab experiments per iteration", unit="experiments", example=8, gt=0)
+    n_initial: int = spec_field(4, "random lab experiments before the surrogate is used", unit="experiments",
                             example=6, ge=1)
-    proposals_per_slot: int = _field(3, "proposals screened per lab slot (main arm)", unit="proposals", example=2,
+    proposals_per_slot: int = spec_field(3, "proposals screened per lab slot (main arm)", unit="proposals", example=2,
                                      ge=1)
-    kernel: Literal["auto", "matern52", "rbf", "tanimoto", "tanimoto_matern52", "evidence"] = _field(
+    kernel: Literal["auto", "matern52", "rbf", "tanimoto", "tanimoto_matern52", "evidence"] = spec_field(
         "auto", "the surrogate's kernel; auto chooses by the pool's columns: tanimoto on bits, tanimoto_matern52 on "
                 "SMILES beside numbers, matern52 otherwise; evidence chooses at each refit by leave-one-out "
                 "predictive density on the lab data", example="tanimoto")
@@ -442,80 +334,59 @@ class PlannerSpec(_Spec):
         return self
 
 
-class ApprovalSpec(_Spec):
+class ApprovalSpec(SpecModel):
     """``auto`` approves batches of at most ``max_auto_jobs``; ``interrupt`` waits for a human at every batch."""
 
-    policy: Literal["auto", "interrupt"] = _field(
+    policy: Literal["auto", "interrupt"] = spec_field(
         "auto", "'auto' approves batches up to max_auto_jobs; 'interrupt' asks a person to approve each batch "
                 "(the campaign waits for approval)", example="interrupt")
-    max_auto_jobs: int = _field(1000, "largest batch approved without asking", unit="jobs", example=8, gt=0)
+    max_auto_jobs: int = spec_field(1000, "largest batch approved without asking", unit="jobs", example=8, gt=0)
 
 
-class RewardSpec(_Spec):
+class RewardSpec(SpecModel):
     """The rubric that scores the campaign's decisions (for the planners' training and the report's RL section)."""
 
-    rubric: str = _field("default", "built-in rubric name or a TOML path relative to the spec",
+    rubric: str = spec_field("default", "built-in rubric name or a TOML path relative to the spec",
                          example="rubrics/strict.toml")
 
 
-class StopSpec(_Spec):
+class StopSpec(SpecModel):
     """When the campaign stops before its budget is spent."""
 
-    on_target: bool = _field(False, "stop at the first lab hit", example=True)
-    threshold: float | None = _field(None, "a hit for maximize/minimize", unit="objective unit", example=85.0)
-    max_iterations: int | None = _field(None, "most plan-measure iterations", unit="iterations", example=10, gt=0)
+    on_target: bool = spec_field(False, "stop at the first lab hit", example=True)
+    threshold: float | None = spec_field(None, "a hit for maximize/minimize", unit="objective unit", example=85.0)
+    max_iterations: int | None = spec_field(None, "most plan-measure iterations", unit="iterations", example=10, gt=0)
 
 
-class CampaignSpec(_Spec):
+class CampaignSpec(SpecModel):
     """A campaign: one TOML file with the sections below; relative paths in it resolve against its directory."""
 
-    campaign: CampaignMeta = _field(description="[campaign]: name, kind and seed")
-    objective: ObjectiveSpec = _field(description="[objective]: the measured property and which way is better; "
+    campaign: CampaignMeta = spec_field(description="[campaign]: name, kind and seed")
+    objective: ObjectiveSpec = spec_field(description="[objective]: the measured property and which way is better; "
                                                   "[[objective]] repeated for several (this is the first)")
     objectives: list[ObjectiveSpec] = Field(
         default_factory=list, description="[[objective]] repeated: every objective, the first one is 'objective'; "
                                           "empty for one objective")
-    tradeoff: TradeoffSpec = _field(TradeoffSpec(), "[tradeoff]: how several objectives are weighed")
+    tradeoff: TradeoffSpec = spec_field(TradeoffSpec(), "[tradeoff]: how several objectives are weighed")
     constraints: list[OutcomeConstraintSpec] = Field(
         default_factory=list, description="[[constraint]]: measured properties that must stay within bounds")
-    space: SpaceSpec = _field(description="[space]: the design space, a CSV pool or inline candidates")
+    space: SpaceSpec = spec_field(description="[space]: the design space, a CSV pool or inline candidates")
     ladder: list[RungSpec] = Field(default_factory=list,
                                    description="[[ladder]]: the fidelity ladder, cheapest rung first; may be empty")
-    screening: ScreeningSpec = _field(ScreeningSpec(), "[screening]: how rungs run and are judged")
-    lab: LabSpec = _field(description="[lab]: the lab driver, its parameters and the simulated lab's ground truth")
-    budget: BudgetSpec = _field(description="[budget]: lab experiments, lab time and compute")
-    planner: PlannerSpec = _field(PlannerSpec(), "[planner]: the planner arms and their settings")
-    approval: ApprovalSpec = _field(ApprovalSpec(), "[approval]: the approval gate before each batch")
-    rewards: RewardSpec = _field(RewardSpec(), "[rewards]: the rubric that scores decisions")
-    stop: StopSpec = _field(StopSpec(), "[stop]: early stopping")
-    base_dir: str = _field(".", "directory that relative paths resolve against; load_spec sets it to the spec "
+    screening: ScreeningSpec = spec_field(ScreeningSpec(), "[screening]: how rungs run and are judged")
+    lab: LabSpec = spec_field(description="[lab]: the lab driver, its parameters and the simulated lab's ground truth")
+    budget: BudgetSpec = spec_field(description="[budget]: lab experiments, lab time and compute")
+    planner: PlannerSpec = spec_field(PlannerSpec(), "[planner]: the planner arms and their settings")
+    approval: ApprovalSpec = spec_field(ApprovalSpec(), "[approval]: the approval gate before each batch")
+    rewards: RewardSpec = spec_field(RewardSpec(), "[rewards]: the rubric that scores decisions")
+    stop: StopSpec = spec_field(StopSpec(), "[stop]: early stopping")
+    base_dir: str = spec_field(".", "directory that relative paths resolve against; load_spec sets it to the spec "
                                 "file's directory", example="campaigns/freesolv")
 
     @model_validator(mode="before")
     @classmethod
     def _objective_tables(cls, data: Any) -> Any:
-        """``[[objective]]`` (a list under "objective") is every objective, the first one ``objective``;
-        ``[[constraint]]`` is ``constraints``."""
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        if "constraint" in data:
-            if "constraints" in data:
-                raise ValueError("give the outcome constraints once, as [[constraint]] tables")
-            data["constraints"] = data.pop("constraint")
-        listed = data.get("objective")
-        if isinstance(listed, list):
-            if not listed:
-                raise ValueError("[[objective]] is empty: give at least one objective")
-            if data.get("objectives") not in (None, [], listed):
-                raise ValueError("give the objectives once: [[objective]] tables, or 'objective' with 'objectives'")
-            data["objective"] = listed[0]
-            data["objectives"] = list(listed) if len(listed) > 1 else []
-        first, lab = data.get("objective"), data.get("lab")
-        if isinstance(first, dict) and first.get("column") and isinstance(lab, dict) and not any(
-                lab.get(k) is not None for k in ("oracle_column", "oracle", "oracle_simulator")):
-            data["lab"] = {**lab, "oracle_column": first["column"]}  # the first objective's column is the lab's truth
-        return data
+        return objective_tables(data)
 
     @property
     def objective_list(self) -> list[ObjectiveSpec]:
@@ -537,51 +408,9 @@ class CampaignSpec(_Spec):
         names = [o.property for o in self.objective_list]
         return names + [c.property for c in self.constraints if c.property not in names]
 
-    def _check_objectives(self) -> None:
-        objectives = self.objective_list
-        if self.objectives and self.objectives[0] != self.objective:
-            raise ValueError("'objective' and the first of 'objectives' differ: give the objectives once, as "
-                             "[[objective]] tables")
-        seen: dict[str, int] = {}
-        for i, objective in enumerate(objectives):
-            if objective.property in seen:
-                raise ValueError(f"objective[{i}].property {objective.property!r} is listed twice (also "
-                                 f"objective[{seen[objective.property]}]): each objective measures its own property")
-            seen[objective.property] = i
-        names = ", ".join(o.property for o in objectives)
-        point = self.tradeoff.reference_point
-        if point is not None and len(point) != len(objectives):
-            raise ValueError(f"tradeoff.reference_point has {len(point)} value(s) for {len(objectives)} objective(s) "
-                             f"({names}): give one per objective, in the order of [[objective]]")
-        if self.tradeoff.method == "desirability":
-            unbounded = [o.property for o in objectives if o.bounds is None]
-            if unbounded:
-                raise ValueError(f"tradeoff.method 'desirability' needs bounds = [worst, best] on every objective; "
-                                 f"{unbounded} have none")
-        for i, objective in enumerate(objectives):
-            if objective.bounds is not None and objective.bounds[0] == objective.bounds[1]:
-                raise ValueError(f"objective[{i}].bounds {list(objective.bounds)} is empty: give worst and best apart")
-        seen_constraints = set()
-        for i, constraint in enumerate(self.constraints):
-            if constraint.property in seen_constraints:
-                raise ValueError(f"constraint[{i}].property {constraint.property!r} is constrained twice: give one "
-                                 "table with both lower and upper")
-            seen_constraints.add(constraint.property)
-        if self.lab.driver != "simlab" or self.lab.oracle_simulator:
-            return
-        for i, objective in enumerate(objectives[1:], start=1):
-            if objective.column is None:
-                raise ValueError(f"objective[{i}] {objective.property!r} has no column: the simulated lab reads each "
-                                 "objective beyond the first from a pool column; set column = \"<pool column>\"")
-        for i, constraint in enumerate(self.constraints):
-            if constraint.column is None and constraint.property not in seen:
-                raise ValueError(f"constraint[{i}].property {constraint.property!r} is neither an objective nor read "
-                                 "from a pool column by the simulated lab: set column = \"<pool column>\" or measure "
-                                 "it as an objective")
-
     @model_validator(mode="after")
     def _unique_rungs(self) -> CampaignSpec:
-        self._check_objectives()
+        check_objectives(self)
         names = [r.name for r in self.ladder]
         if len(names) != len(set(names)):
             raise ValueError(f"rung names must be unique; got {names}")

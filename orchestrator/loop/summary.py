@@ -17,7 +17,7 @@ from orchestrator.loop.resume_policy import recorded_spec
 from orchestrator.loop.upcast import records
 from orchestrator.policy.planner_stats import planner_stats
 from orchestrator.seeding import derive_rng, derive_seed
-from orchestrator.spec import ObjectiveSpec
+from orchestrator.spec_objectives import ObjectiveSpec
 from vocabulary.events import (
     Observed,
     RungSurveyed,

@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.spec import CampaignSpec, ObjectiveSpec
+from orchestrator.spec import CampaignSpec
+from orchestrator.spec_objectives import ObjectiveSpec
 from vocabulary.domain import SetupError
 
 if TYPE_CHECKING:
