@@ -155,6 +155,7 @@ def select_batch(
     offset_pending: np.ndarray | None = None,
     incumbent: float | None = None,
     target: float | None = None,
+    log_weight: np.ndarray | None = None,
 ) -> tuple[list[int], list[float]]:
     """Pick q distinct pool rows by log-EI with the Kriging believer, aware of pending experiments.
 
@@ -177,9 +178,11 @@ def select_batch(
         target: for a target objective modelled by its value: y_train (plus the offset) are values, the utility is
             ``-|value - target|``, ``incumbent`` is the best utility (default from y_train), and the acquisition is
             ``log_window_improvement``. Each believed pick at distance d from the target tightens the window to d.
+        log_weight: a log probability per pool row, shape (n_pool,), added to every pick's score (log EI + log p:
+            ``feasibility.outcome_log_weight``, P(constraints met) times P(success)); None adds nothing.
 
     Returns:
-        Pool indices in pick order and their log-EI values (y units) at pick time.
+        Pool indices in pick order and their log-EI values (y units, plus ``log_weight``) at pick time.
 
     Raises:
         SetupError: for q out of range or mismatched shapes.
@@ -204,6 +207,9 @@ def select_batch(
     offset = np.zeros(len(X_pool)) if offset_pool is None else np.asarray(offset_pool, dtype=float)
     if offset.shape != (len(X_pool),):
         raise SetupError(f"offset_pool has shape {offset.shape}; expected ({len(X_pool)},), one prior mean per pool row")
+    weight = np.zeros(len(X_pool)) if log_weight is None else np.asarray(log_weight, dtype=float)
+    if weight.shape != (len(X_pool),):
+        raise SetupError(f"log_weight has shape {weight.shape}; expected ({len(X_pool)},), one per pool row")
     posterior = _posterior_on(surrogate, X_train, y_train)
     # "best" is on the utility scale: y itself, or -|y - target| for a target modelled by its value.
     utility = (lambda v: v) if target is None else (lambda v: -np.abs(np.asarray(v, dtype=float) - target))
@@ -234,6 +240,8 @@ def select_batch(
             distance = max(-best, _MIN_WINDOW * y_sd) if math.isfinite(best) else _MAX_WINDOW * y_sd
             scores = log_window_improvement((pool.mean + offset) / y_sd, sd_std, target / y_sd, distance / y_sd)
             scores = scores + math.log(y_sd)
+        if log_weight is not None:
+            scores = scores + weight
         scores[is_picked] = -np.inf
         index = int(np.argmax(scores))  # ties and an all -inf pool resolve to the lowest index
         indices.append(index)

@@ -358,20 +358,15 @@ class BOPlanner:
         if n_model == 0:
             chosen, log_ei = np.zeros(0, dtype=int), []
         elif isinstance(X, np.ndarray):
-            import functools
-
             from orchestrator.policy.planners.feasibility import (
                 outcome_log_weight,
-                select_weighted_batch,
                 with_imputed_failures,
             )
 
             log_weight = outcome_log_weight(context, context.available)  # constraints, learned failures: log p added
-            select = select_batch if log_weight is None else functools.partial(select_weighted_batch,
-                                                                               log_weight=log_weight)
             X_fit, y_fit = with_imputed_failures(context, X, X_train, y_train, target)
-            picks, log_ei = select(surrogate, X_fit, y_fit, X[context.available], n_model, pending=pending,
-                                   incumbent=best, target=target, **offsets)
+            picks, log_ei = select_batch(surrogate, X_fit, y_fit, X[context.available], n_model, pending=pending,
+                                         incumbent=best, target=target, log_weight=log_weight, **offsets)
             chosen = context.available[np.asarray(picks, dtype=int)]
         else:  # a streamed pool: features gathered chunk by chunk, the same batch (acquisition_stream)
             from orchestrator.policy.planners.acquisition_stream import (

@@ -4,42 +4,36 @@
 same features and kernel choice) fitted on +1 for every lab result and -1 for every learned failure, squashed by the
 probit with the posterior's uncertainty, ``p = Phi(mu / sqrt(1 + sd²))`` (the probit likelihood's predictive for a
 latent Normal(mu, sd²)). ``outcome_log_weight`` adds log p to log P(outcome constraints met), and
-``select_weighted_batch`` is the bo arm's Kriging-believer batch log-EI with that weight added to every score
-(log EI + log p), so that a region that keeps failing stops being proposed. Nothing changes without learned
+the bo arm adds that weight to every score of its Kriging-believer batch log-EI (``acquisition.select_batch``'s
+``log_weight``: log EI + log p), so that a region that keeps failing stops being proposed. Nothing changes without learned
 failures or constraints: both return None and the arm runs as before.
 
 Example:
     >>> import numpy as np
+    >>> from orchestrator.policy.planners.acquisition import select_batch
     >>> from orchestrator.policy.planners.surrogate import GPSurrogate
     >>> X = np.linspace(0, 0.5, 6)[:, None]
     >>> gp = GPSurrogate.fit(X, X[:, 0], n_steps=20)
     >>> pool = np.linspace(0.5, 1, 11)[:, None]
     >>> weight = np.where(pool[:, 0] > 0.6, -50.0, 0.0)  # above 0.6 all but certain to fail
-    >>> picks, _ = select_weighted_batch(gp, X, X[:, 0], pool, 2, log_weight=weight)
+    >>> picks, _ = select_batch(gp, X, X[:, 0], pool, 2, log_weight=weight)
     >>> pool[picks, 0].round(2).tolist()
     [0.6, 0.55]
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy import special
 
-from orchestrator.policy.planners.acquisition import (
-    log_expected_improvement,
-    log_window_improvement,
-)
 from orchestrator.policy.planners.base import PlanningContext
 from orchestrator.policy.planners.outcome_models import (
     constraint_log_probability,
     fit_outcome_gp,
 )
-from vocabulary.domain import SetupError
 
 __all__ = ["LABEL_NOISE", "LABEL_SCALE", "MIN_SUCCESS_PROBABILITY", "learned_failures", "outcome_log_weight",
-           "select_weighted_batch", "success_probability", "with_imputed_failures"]
+           "success_probability", "with_imputed_failures"]
 
 MIN_SUCCESS_PROBABILITY = 1e-12
 """Floor on p before its log is taken: a candidate the classifier all but rules out still orders by its acquisition."""
@@ -127,53 +121,3 @@ def outcome_log_weight(context: PlanningContext, rows: np.ndarray) -> np.ndarray
     if success is not None:
         weight = weight + np.log(np.maximum(success, MIN_SUCCESS_PROBABILITY))
     return weight
-
-
-def select_weighted_batch(surrogate, X_train: np.ndarray, y_train: np.ndarray, X_pool: np.ndarray, q: int, *,
-                          log_weight: np.ndarray, pending: np.ndarray | None = None,
-                          offset_pool: np.ndarray | None = None, offset_pending: np.ndarray | None = None,
-                          incumbent: float | None = None, target: float | None = None) -> tuple[list[int], list[float]]:
-    """``acquisition.select_batch`` with ``log_weight`` (one per pool row, e.g. ``outcome_log_weight``) added to
-    every pick's log-EI: the same Kriging believer over pending jobs and earlier picks, the same incumbent rule.
-
-    Returns pool indices in pick order and their weighted scores (log-EI in y units plus the log weight).
-    """
-    from orchestrator.policy.planners.surrogate import GPSurrogate
-
-    X_pool = np.asarray(X_pool, dtype=float)
-    log_weight = np.asarray(log_weight, dtype=float)
-    if log_weight.shape != (len(X_pool),):
-        raise SetupError(f"log_weight has shape {log_weight.shape}; expected ({len(X_pool)},), one per pool row")
-    if not 1 <= q <= len(X_pool):
-        raise SetupError(f"{q=} must be between 1 and the pool size {len(X_pool)}; shrink the batch or grow the pool")
-    y_train = np.asarray(y_train, dtype=float)
-    offset = np.zeros(len(X_pool)) if offset_pool is None else np.asarray(offset_pool, dtype=float)
-    posterior = GPSurrogate.from_hyperparameters(X_train, y_train, surrogate.hyperparameters)
-    utility = (lambda v: v) if target is None else (lambda v: -np.abs(np.asarray(v, dtype=float) - target))
-    best = float(incumbent) if incumbent is not None else float(np.max(utility(y_train)))
-    if pending is not None and len(pending):
-        pending_offset = 0.0 if offset_pending is None else np.asarray(offset_pending, dtype=float)
-        best = max(best, float(np.max(utility(posterior.predict(pending)[0] + pending_offset))))
-        posterior = posterior.fantasize(np.asarray(pending, dtype=float))
-    pool = posterior.pool_posterior(X_pool)
-    y_sd = posterior.hyperparameters["y_sd"]
-    is_picked = np.zeros(len(X_pool), dtype=bool)
-    indices: list[int] = []
-    values: list[float] = []
-    for _ in range(q):
-        sd_std = np.sqrt(np.maximum((pool.sd / y_sd) ** 2, _MIN_VARIANCE))
-        if target is None:
-            scores = log_expected_improvement((pool.mean + offset) / y_sd, sd_std, best / y_sd)
-        else:
-            distance = max(-best, 0.01 * y_sd)
-            scores = log_window_improvement((pool.mean + offset) / y_sd, sd_std, target / y_sd, distance / y_sd)
-        scores = scores + math.log(y_sd) + log_weight
-        scores[is_picked] = -np.inf
-        index = int(np.argmax(scores))
-        indices.append(index)
-        values.append(float(scores[index]))
-        is_picked[index] = True
-        best = max(best, float(utility(pool.mean[index] + offset[index])))
-        if len(indices) < q:
-            pool.add_fantasy(index)
-    return indices, values

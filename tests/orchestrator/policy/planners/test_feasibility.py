@@ -10,7 +10,6 @@ from orchestrator.policy.planners import BOPlanner, PlanningContext, fit_surroga
 from orchestrator.policy.planners.acquisition import select_batch
 from orchestrator.policy.planners.feasibility import (
     outcome_log_weight,
-    select_weighted_batch,
     success_probability,
 )
 from orchestrator.policy.planners.surrogate import GPSurrogate
@@ -95,8 +94,8 @@ def test_a_zero_weight_gives_the_unweighted_batch():
     pool = np.linspace(0, 1, 41)[:, None]
     pending = np.array([[0.3]])
     plain = select_batch(gp, X, y, pool, 4, pending=pending)
-    weighted = select_weighted_batch(gp, X, y, pool, 4, pending=pending, log_weight=np.zeros(len(pool)))
+    weighted = select_batch(gp, X, y, pool, 4, pending=pending, log_weight=np.zeros(len(pool)))
     assert weighted[0] == plain[0]
     np.testing.assert_allclose(weighted[1], plain[1])
     target = select_batch(gp, X, y, pool, 3, target=0.2)
-    assert select_weighted_batch(gp, X, y, pool, 3, target=0.2, log_weight=np.zeros(len(pool)))[0] == target[0]
+    assert select_batch(gp, X, y, pool, 3, target=0.2, log_weight=np.zeros(len(pool)))[0] == target[0]
