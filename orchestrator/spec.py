@@ -99,7 +99,7 @@ class CampaignMeta(SpecModel):
     kind: CandidateKind = spec_field(description="candidate kind: 'molecule' (SMILES), 'material' (formulas) or "
                                              "'conditions' (rows of parameter values)", example="molecule")
     seed: int = spec_field(0, "the campaign's seed, a 64-bit integer; one seed replays one campaign", example=7,
-                       ge=-(2**63), lt=2**63)
+                           ge=-(2**63), lt=2**63)
     description: str = spec_field("", "free text shown with the campaign", example="hydration free energies, FreeSolv")
 
 
@@ -114,11 +114,11 @@ class SpaceSpec(SpecModel):
     """
 
     pool: str | None = spec_field(None, "CSV file, relative to the spec file (give pool or inline)",
-                              example="freesolv.csv")
+                                  example="freesolv.csv")
     column: str | None = spec_field(None, "the pool column holding SMILES or formulas (molecules, materials)",
-                                example="smiles")
+                                    example="smiles")
     columns: list[str] | None = spec_field(None, "parameter columns, for kind = conditions",
-                                       example=["base", "temperature_c"])
+                                           example=["base", "temperature_c"])
     inline: list[Any] | None = spec_field(
         None, "candidates given inline instead of a pool: SMILES or formulas, or tables of parameter values for "
               "conditions", example=[{"temperature_c": 60, "solvent": "water", "yield_pct": 71.0}])
@@ -137,9 +137,9 @@ class SpaceSpec(SpecModel):
     max_heavy_atoms: int | None = spec_field(30, "generator mode: largest molecule", unit="heavy atoms", example=25, gt=0)
     max_atoms: int | None = spec_field(12, "generator mode: largest formula unit", unit="atoms", example=10, gt=0)
     elements: list[str] | None = spec_field(None, "generator mode: allowed element symbols (None: any)",
-                                        example=["Li", "Fe", "P", "O"])
+                                            example=["Li", "Fe", "P", "O"])
     neighbours_per_iteration: int = spec_field(48, "generator mode: edits of the best added per iteration",
-                                           unit="candidates", example=24, ge=0)
+                                               unit="candidates", example=24, ge=0)
     on_bad_rows: Literal["refuse", "skip"] = spec_field(
         "refuse",
         "a pool row whose candidate does not parse, whose lab value is empty, text or infinite, or that repeats a "
@@ -173,13 +173,13 @@ class RungSpec(SpecModel):
     name: str = spec_field(description="the rung's name, unique in the ladder ('lab' is reserved)", example="xtb")
     simulator: str = spec_field(description="registered simulator name (see Simulators below)", example="xtb")
     column: str | None = spec_field(None, "simulator 'table': the pool column holding this rung's values",
-                                example="calc")
+                                    example="calc")
     property: str | None = spec_field(None, "the simulator property the rung reports", example="dg_solv_kcal_mol")
     proxy: str | None = spec_field(None, "property that estimates the objective, in the objective's unit",
-                               example="dg_solv_kcal_mol")
+                                   example="dg_solv_kcal_mol")
     cost_s: float = spec_field(0.0, "cost per evaluation for table rungs", unit="s", example=30.0, ge=0)
     capacity: int | None = spec_field(None, "most candidates this rung takes per iteration", unit="candidates",
-                                  example=16, gt=0)
+                                      example=16, gt=0)
     parameters: dict[str, Any] = Field(default_factory=dict, description="the simulator's keyword arguments",
                                        examples=[{"method": "GFN2-xTB"}])
 
@@ -195,7 +195,7 @@ class ScreeningSpec(SpecModel):
 
     executor: Literal["serial", "process", "ray"] = spec_field("process", "where simulators run", example="serial")
     cheap_s: float = spec_field(0.05, "rungs cheaper than this per candidate run in-process", unit="s", example=0.1,
-                            ge=0)
+                                ge=0)
     timeout_s: float | None = spec_field(600.0, "per-evaluation timeout", unit="s", example=120.0, gt=0)
     min_pairs: int = spec_field(5, "lab pairs needed before a rung can be judged", unit="pairs", example=8, ge=3)
     min_informativeness: float = spec_field(0.3, "|Spearman ρ| below which a rung is skipped", example=0.4, ge=0, le=1)
@@ -211,14 +211,14 @@ class LabSpec(SpecModel):
     driver: str = spec_field("simlab", "registered driver name (see Lab drivers below); 'manual': a person enters "
                                    "results", example="manual")
     oracle_column: str | None = spec_field(None, "pool column (or inline conditions key) holding the true objective",
-                                       example="expt")
+                                           example="expt")
     oracle: dict[str, Annotated[float, AllowInfNan()]] | None = spec_field(  # non-finite values: _finite_truth
         None, "inline ground truth for inline molecules or materials, raw input -> value (objective unit)",
         example={"CCO": 1.0, "CCCO": 2.0})
     oracle_simulator: str | None = spec_field(
         None, "a simulator whose property is the SimLab's ground truth (open spaces, digital twins)", example="xtb")
     oracle_property: str | None = spec_field(None, "the oracle simulator's property, objective unit",
-                                         example="dg_solv_kcal_mol")
+                                             example="dg_solv_kcal_mol")
     oracle_parameters: dict[str, Any] = Field(default_factory=dict, description="the oracle simulator's keyword "
                                               "arguments", examples=[{"method": "GFN2-xTB"}])
     noise_sd: float = spec_field(0.0, "measurement noise (sd)", unit="objective unit", example=0.3, ge=0)
@@ -227,11 +227,11 @@ class LabSpec(SpecModel):
                                           "[lab.parameters.envelope] below",
         examples=[{"transfer_s": 60.0, "envelope": {"parameters": {"temperature_c": [25, 120, "°C"]}}}])
     steps: list[str] | None = spec_field(None, "the stations each job visits, in order; default: the driver's",
-                                     example=["synthesis", "characterisation"])
+                                         example=["synthesis", "characterisation"])
     wait: Literal["any", "all"] = spec_field(
         "any", "'any': refill the lab as each job finishes (pending-aware); 'all': whole batches", example="all")
     max_pending: int | None = spec_field(None, "jobs in the lab at once; default: the driver's parallel capacity",
-                                     unit="jobs", example=4, gt=0)
+                                         unit="jobs", example=4, gt=0)
     failure_policy: Literal["retry", "skip", "abort", "ask", "learn"] = spec_field(
         "retry", "what a failed job triggers; 'ask' waits for a human; 'learn': the failure means 'infeasible here': "
                  "never retried, and the planners learn where runs fail", example="learn")
@@ -241,11 +241,11 @@ class LabSpec(SpecModel):
     max_retries: int = spec_field(2, "retries per candidate under the 'retry' policy", unit="retries", example=1, ge=0)
     retry_backoff_s: float = spec_field(600.0, "lab-clock wait before a retry, doubling", unit="s", example=300.0, ge=0)
     ttl_s: float | None = spec_field(None, "a job not finished this long after submission fails", unit="s",
-                                 example=86400.0, gt=0)
+                                     example=86400.0, gt=0)
     tolerated_failure_rate: float = spec_field(0.5, "halt the campaign above this failure rate", unit="fraction",
-                                           example=0.3, gt=0, le=1)
+                                               example=0.3, gt=0, le=1)
     min_jobs_for_failure_rate: int = spec_field(6, "jobs needed before the rate is judged", unit="jobs", example=10,
-                                            ge=1)
+                                                ge=1)
 
     @field_validator("oracle")
     @classmethod
@@ -278,14 +278,14 @@ class PlannerSpec(SpecModel):
     """Planner arms. ``main`` proposes most experiments; ``control`` gets ``control_share`` of the lab budget."""
 
     main: str = spec_field("bo", "a planner arm (see Planner arms below) or one added with register_planner",
-                       example="llm")
+                           example="llm")
     control: str | None = spec_field("random", "bo, random or a registered arm; leave it out with control_share = 0 "
                                            "for no control", example="bo")
     model: str | None = spec_field(
         None, "llm arm: 'provider:model', a .gguf path, or None for the embedded SmolLM2",
         example="anthropic:claude-sonnet-4-5")
     max_repair_rounds: int = spec_field(2, "llm arm: repair rounds before the bo fallback", unit="rounds", example=1,
-                                    ge=0)
+                                        ge=0)
     shortlist_size: int | None = spec_field(
         None, "llm arm: the size of bo's batch the model chooses from per call; default twice the proposals asked "
               "for, so a model that knows nothing measures bo's next-best candidates (with one proposal per lab "
@@ -302,12 +302,12 @@ class PlannerSpec(SpecModel):
               "batch until its lab record shows (95 % credible) that its picks beat bo's, then earns a larger share "
               "(the rest are bo's); false lets the model choose every proposal", example=False)
     control_share: float = spec_field(0.2, "share of the lab budget that goes to the control arm", unit="fraction",
-                                  example=0.0, ge=0, lt=1)
+                                      example=0.0, ge=0, lt=1)
     batch_size: int = spec_field(4, "lab experiments per iteration", unit="experiments", example=8, gt=0)
     n_initial: int = spec_field(4, "random lab experiments before the surrogate is used", unit="experiments",
-                            example=6, ge=1)
+                                example=6, ge=1)
     proposals_per_slot: int = spec_field(3, "proposals screened per lab slot (main arm)", unit="proposals", example=2,
-                                     ge=1)
+                                         ge=1)
     kernel: Literal["auto", "matern52", "rbf", "tanimoto", "tanimoto_matern52", "evidence"] = spec_field(
         "auto", "the surrogate's kernel; auto chooses by the pool's columns: tanimoto on bits, tanimoto_matern52 on "
                 "SMILES beside numbers, matern52 otherwise; evidence chooses at each refit by leave-one-out "
@@ -347,7 +347,7 @@ class RewardSpec(SpecModel):
     """The rubric that scores the campaign's decisions (for the planners' training and the report's RL section)."""
 
     rubric: str = spec_field("default", "built-in rubric name or a TOML path relative to the spec",
-                         example="rubrics/strict.toml")
+                             example="rubrics/strict.toml")
 
 
 class StopSpec(SpecModel):

@@ -27,22 +27,22 @@ class ObjectiveSpec(SpecModel):
     """
 
     property: str = spec_field("value", "name of the measured property (the column of results entered by hand)",
-                           example="dg_hydration")
+                               example="dg_hydration")
     unit: str = spec_field("", "the property's unit, as shown to people", example="kcal/mol")
     direction: Literal["maximize", "minimize", "target"] = spec_field(
         description="which way is better ('maximise', 'max', 'min' are read too); 'target' needs target and "
                     "tolerance", example="maximize")
     target: float | None = spec_field(None, "direction 'target': the value to hit", unit="objective unit",
-                                  example=-12.0)
+                                      example=-12.0)
     tolerance: float | None = spec_field(None, "direction 'target': a hit is within this of target",
-                                     unit="objective unit", example=0.5, gt=0)
+                                         unit="objective unit", example=0.5, gt=0)
     column: str | None = spec_field(None, "the pool column holding this objective's truth for the simulated lab (the "
                                       "first objective may use lab.oracle_column instead)", example="drug_loading")
     noise_sd: float | None = spec_field(None, "the simulated lab's measurement noise for this objective (sd); default: "
                                           "lab.noise_sd for the first objective, 0 for the others",
-                                    unit="objective unit", example=0.3, ge=0)
+                                        unit="objective unit", example=0.3, ge=0)
     weight: float = spec_field(1.0, "tradeoff 'desirability' or 'weighted_sum': this objective's weight", example=2.0,
-                           gt=0)
+                               gt=0)
     bounds: tuple[float, float] | None = spec_field(
         None, "tradeoff 'desirability' (and a scaled 'weighted_sum'): the worst and the best value that matter, in "
               "that order", unit="objective unit", example=(0.0, 10.0))
@@ -97,14 +97,14 @@ class OutcomeConstraintSpec(SpecModel):
     never on the front."""
 
     property: str = spec_field(description="the measured property (a column of results entered by hand)",
-                           example="side_product")
+                               example="side_product")
     unit: str = spec_field("", "the property's unit, as shown to people", example="%")
     lower: float | None = spec_field(None, "the lowest acceptable value", unit="property unit", example=50.0)
     upper: float | None = spec_field(None, "the highest acceptable value", unit="property unit", example=5.0)
     column: str | None = spec_field(None, "the pool column holding this property's truth for the simulated lab",
-                                example="side_product_pct")
+                                    example="side_product_pct")
     noise_sd: float = spec_field(0.0, "the simulated lab's measurement noise for this property (sd)",
-                             unit="property unit", example=0.5, ge=0)
+                                 unit="property unit", example=0.5, ge=0)
 
     @model_validator(mode="after")
     def _has_a_bound(self) -> OutcomeConstraintSpec:
@@ -123,8 +123,8 @@ class OutcomeConstraintSpec(SpecModel):
 
 
 def objective_tables(data: Any) -> Any:
-    """The raw spec with its TOML tables named: ``[[objective]]`` (a list under "objective") is every objective, the first one ``objective``;
-    ``[[constraint]]`` is ``constraints``."""
+    """The raw spec with its TOML tables named: ``[[objective]]`` (a list under "objective") is every
+    objective, the first one ``objective``; ``[[constraint]]`` is ``constraints``."""
     if not isinstance(data, dict):
         return data
     data = dict(data)
@@ -148,8 +148,9 @@ def objective_tables(data: Any) -> Any:
 
 
 def check_objectives(self: Any) -> None:
-    """Refuse, in a ``CampaignSpec`` (``self``), objectives listed twice, a reference point of the wrong length, desirability without bounds, a
-    constraint given twice, and (simulated lab) an objective or constraint with no ground-truth column."""
+    """Refuse, in a ``CampaignSpec`` (``self``): objectives listed twice, a reference point of the wrong length,
+    desirability without bounds, a constraint given twice, and (simulated lab) an objective or constraint with no
+    ground-truth column."""
     objectives = self.objective_list
     if self.objectives and self.objectives[0] != self.objective:
         raise ValueError("'objective' and the first of 'objectives' differ: give the objectives once, as "
