@@ -167,7 +167,7 @@ class RungSpec(SpecModel):
     """One rung of the fidelity ladder (a ``[[ladder]]`` table per rung, cheapest first).
 
     ``simulator = "table"`` reads ``column`` of the pool. ``proxy`` marks the property (if any) that estimates the
-    lab objective; promotion to the lab ranks by it.
+    lab objective (with several, the one ``estimates`` names); promotion to the lab ranks by it.
     """
 
     name: str = spec_field(description="the rung's name, unique in the ladder ('lab' is reserved)", example="xtb")
@@ -177,6 +177,9 @@ class RungSpec(SpecModel):
     property: str | None = spec_field(None, "the simulator property the rung reports", example="dg_solv_kcal_mol")
     proxy: str | None = spec_field(None, "property that estimates the objective, in the objective's unit",
                                    example="dg_solv_kcal_mol")
+    estimates: str | None = spec_field(
+        None, "several objectives: the objective (its property) the proxy estimates; default the first objective",
+        example="encap_efficiency")
     cost_s: float = spec_field(0.0, "cost per evaluation for table rungs", unit="s", example=30.0, ge=0)
     capacity: int | None = spec_field(None, "most candidates this rung takes per iteration", unit="candidates",
                                       example=16, gt=0)
@@ -387,6 +390,10 @@ class CampaignSpec(SpecModel):
     @classmethod
     def _objective_tables(cls, data: Any) -> Any:
         return objective_tables(data)
+
+    def estimated_objective(self, rung: RungSpec) -> ObjectiveSpec:
+        """The objective a proxy rung estimates: the one its ``estimates`` names, else the first."""
+        return next((o for o in self.objective_list if o.property == rung.estimates), self.objective)
 
     @property
     def objective_list(self) -> list[ObjectiveSpec]:

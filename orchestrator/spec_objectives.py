@@ -174,6 +174,14 @@ def check_objectives(self: Any) -> None:
     for i, objective in enumerate(objectives):
         if objective.bounds is not None and objective.bounds[0] == objective.bounds[1]:
             raise ValueError(f"objective[{i}].bounds {list(objective.bounds)} is empty: give worst and best apart")
+    for i, rung in enumerate(self.ladder):
+        if rung.estimates is None:
+            continue
+        if not rung.proxy:
+            raise ValueError(f"ladder[{i}].estimates {rung.estimates!r} needs a proxy: the rung property that "
+                             "estimates it (proxy = \"<property>\")")
+        if rung.estimates not in seen:
+            raise ValueError(f"ladder[{i}].estimates {rung.estimates!r} is not an objective; give one of: {names}")
     seen_constraints = set()
     for i, constraint in enumerate(self.constraints):
         if constraint.property in seen_constraints:

@@ -30,7 +30,7 @@ import numpy as np
 
 from vocabulary.domain import SetupError
 
-__all__ = ["CHEBYSHEV_RHO", "HypervolumeCells", "desirabilities", "hypervolume", "infer_reference_point",
+__all__ = ["CHEBYSHEV_RHO", "HypervolumeCells", "desirabilities", "front_ranks", "hypervolume", "infer_reference_point",
            "non_dominated", "reference_in_units", "reference_in_utility", "tradeoff_utilities", "utility_matrix"]
 
 CHEBYSHEV_RHO = 0.05
@@ -103,6 +103,27 @@ def non_dominated(Y: np.ndarray) -> np.ndarray:
         keep[start:start + step] = ~(ge & gt).any(axis=1)
     mask[np.flatnonzero(finite)[keep]] = True
     return mask
+
+
+def front_ranks(Y: np.ndarray) -> np.ndarray:
+    """Non-dominated sorting of the rows of ``Y`` (n, m; maximisation): 0 for the rows no other row dominates, 1 for
+    those only rank-0 rows dominate, and so on; a row with NaN ranks after every finite row.
+
+    Example:
+        >>> front_ranks(np.array([[1.0, 2.0], [0.5, 0.5], [2.0, 1.0], [0.0, 0.0], [np.nan, 1.0]])).tolist()
+        [0, 1, 0, 2, 3]
+    """
+    Y = _as_matrix(Y)
+    ranks = np.zeros(len(Y), dtype=int)
+    remaining = np.flatnonzero(~np.isnan(Y).any(axis=1))
+    rank = 0
+    while remaining.size:  # each pass removes at least one row: a finite set has a non-dominated row
+        on_front = non_dominated(Y[remaining])
+        ranks[remaining[on_front]] = rank
+        remaining = remaining[~on_front]
+        rank += 1
+    ranks[np.isnan(Y).any(axis=1)] = rank
+    return ranks
 
 
 def infer_reference_point(Y: np.ndarray, scale: float = 0.1) -> np.ndarray:

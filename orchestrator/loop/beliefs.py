@@ -20,7 +20,8 @@ def proxy_values(ctx: CampaignContext, rung: str) -> dict[str, float]:
 
 
 def rung_calibrations(ctx: CampaignContext) -> dict[str, RungCalibration]:
-    """Calibration of every proxy rung against the lab results so far, value on value (objective unit).
+    """Calibration of every proxy rung against the lab results so far, value on value (objective unit): of the
+    objective the rung estimates (``RungSpec.estimates``, by default the first).
 
     Values, not utilities: a target window's utility ``-|v - t|`` folds both sides of the target together, so among
     candidates near the window a rung that predicts the value well looks like noise in utility (FreeSolv's GAFF:
@@ -35,7 +36,13 @@ def rung_calibrations(ctx: CampaignContext) -> dict[str, RungCalibration]:
         if not rung.spec.proxy:
             continue
         values = proxy_values(ctx, rung.name)
-        pairs = [(values[cid], value) for cid, _, value, _ in history.results if cid in values]
+        estimated = ctx.spec.estimated_objective(rung.spec)
+        if estimated.property == ctx.spec.objective.property:
+            pairs = [(values[cid], value) for cid, _, value, _ in history.results if cid in values]
+        else:  # a later objective: its lab value is among each result's measured properties
+            pairs = [(values[cid], measured[estimated.property])
+                     for (cid, *_), measured in zip(history.results, history.measured, strict=False)
+                     if cid in values and np.isfinite(measured.get(estimated.property, np.nan))]
         # The scale of the shrinkage: the rung over the pool when it was surveyed, else over its lab pairs (never
         # over this iteration's own evaluations, so a screen re-run after a crash calibrates exactly as before).
         surveyed = view.values.get(rung.name) if view is not None else None

@@ -15,7 +15,11 @@ When no arm plans with the ladder (``uses_ladder``: random, bo-sf, botorch), pro
 rungs still are. A rung surveyed over the whole pool (``ladder_view``) is read, not run, and is not fused twice when
 the surrogate already uses it as its prior mean. A failed rung result stops the candidate. At the top, each arm's
 survivors are ranked by expected improvement on the fused belief (lab surrogate plus calibrated rungs), or by the
-proxy before any lab data, or else kept in planner order, and the best fill that arm's lab slots.
+proxy before any lab data, or else kept in planner order, and the best fill that arm's lab slots. With several
+objectives a proxy rung estimates the objective its ``estimates`` names and is calibrated on that objective's lab
+values; proxy rungs climb in planner order (the value-of-information rule is about one objective), and the survivors
+are ranked by the front rank of the informative rungs' predictions (with the planner's expected value of the first
+objective where no rung estimates it), planner order within a rank.
 
 Every rung result and every decision, with the numbers behind it, is a step of the round's one ``Screened`` event, in
 the order made (ledgers from before it hold a ``Simulated`` per result and a ``Promoted`` per decision).
@@ -92,6 +96,8 @@ class _Ladder:
         self.calibrations = rung_calibrations(ctx)
         self.beliefs: dict[str, Belief] | None = lab_beliefs(ctx, self.climbing)
         self.proxies: dict[str, float] = {}
+        self.rung_values: dict[str, dict[str, float]] = {}
+        """This round's proxy values per rung, by candidate id (run or read from a survey)."""
         self.items: list[RungRun | RungDecision] = []
         """The round's rung results and decisions, in the order made: recorded as one ``Screened`` event."""
         self.previous = "proposal"
@@ -147,7 +153,7 @@ class _Ladder:
             group = self._group(arm, self.climbing)
             if not group:
                 continue
-            if calibration is not None and self.beliefs is not None:
+            if calibration is not None and self.beliefs is not None and not self.ctx.spec.is_multi_objective:
                 chosen += self._by_value_per_cost(rung, arm, group, None if capacity is None else capacity[arm])
             else:
                 chosen += self._in_order(rung, arm, group, calibration is not None)
@@ -221,7 +227,8 @@ class _Ladder:
             elif rung.spec.proxy:
                 value = observation.properties[rung.spec.proxy]
                 self.proxies[cid] = value
-                if self.beliefs is not None:
+                self.rung_values.setdefault(rung.name, {})[cid] = value
+                if self.beliefs is not None and self._estimates_the_first(rung):
                     calibration = self.calibrations[rung.name]
                     self.beliefs[cid] = self.beliefs[cid].fuse(objective.utility(calibration.predict(value)),
                                                                self._noise_sd(rung))
@@ -237,7 +244,8 @@ class _Ladder:
         calibration = self.calibrations.get(rung.name)
         informative = None if calibration is None else calibration.is_informative(
             min_pairs=spec.min_pairs, min_informativeness=spec.min_informativeness)
-        is_fused = self.beliefs is not None and informative is not False and rung.name != prior_rung(self.ctx)
+        is_fused = (self.beliefs is not None and informative is not False and rung.name != prior_rung(self.ctx)
+                    and self._estimates_the_first(rung))
         for cid in list(self.climbing):
             value = float(values[self.ctx.pool.index[cid]])
             observation = Observation(  # the trajectory's evidence, as if run; its cost was charged by the survey
@@ -256,6 +264,7 @@ class _Ladder:
                 self.survivors.remove(cid)
                 continue
             self.proxies[cid] = value
+            self.rung_values.setdefault(rung.name, {})[cid] = value
             if is_fused:
                 self.beliefs[cid] = self.beliefs[cid].fuse(objective.utility(calibration.predict(value)),
                                                            self._noise_sd(rung))
@@ -351,13 +360,44 @@ class _Ladder:
             payload = Screened(iteration=self.iteration, steps=self.items)
             self.ctx.ledger.append(self.ctx.campaign_id, payload, key=f"it{self.iteration}:screened", actor="screen")
 
+    def _estimates_the_first(self, rung: Rung) -> bool:
+        """Whether a proxy rung estimates the first objective, the one the lab beliefs are about."""
+        return self.ctx.spec.estimated_objective(rung.spec).property == self.ctx.spec.objective.property
+
+    def _rank_on_the_front(self, mine: list[str]) -> tuple[list[str], dict[str, float], str]:
+        """Several objectives: survivors by the front rank (``_front_ranking``) of what the informative rungs predict
+        of each objective they estimate (the highest such rung per objective, its calibrated value's utility), with
+        the planner's expected value of the first objective where no rung estimates it. Planner order within a
+        rank, and planner order alone while no rung has proved informative (the planner ranked on every
+        objective)."""
+        spec = self.ctx.spec.screening
+        predictions: dict[str, dict[str, float]] = {}
+        for rung in self.ctx.rungs:  # cheapest first: a higher rung replaces a lower one's prediction
+            calibration = self.calibrations.get(rung.name)
+            if not rung.spec.proxy or calibration is None or calibration.is_informative(
+                    min_pairs=spec.min_pairs, min_informativeness=spec.min_informativeness) is not True:
+                continue
+            objective = self.ctx.spec.estimated_objective(rung.spec)
+            values = {**self.ctx.view.rungs.values.get(rung.name, {}), **self.rung_values.get(rung.name, {})}
+            predicted = {c: float(objective.utility(calibration.predict(values[c]))) for c in mine if c in values}
+            if predicted:
+                predictions[objective.property] = predicted
+        if not predictions or not mine:
+            return mine, {}, "planner order (several objectives on a front)"
+        first = self.ctx.spec.objective
+        if first.property not in predictions:
+            expected = {p.candidate_id: p.expected for p in self.ctx.view.proposals.of_iteration(self.iteration)}
+            planned = {c: float(first.utility(expected[c])) for c in mine if expected.get(c) is not None}
+            if planned:
+                predictions = {f"{first.property} (planner)": planned, **predictions}
+        ranked, scores = _front_ranking(predictions, mine)
+        return ranked, scores, f"front rank of the predictions of {', '.join(predictions)} (1: non-dominated)"
+
     def _rank(self, mine: list[str]) -> tuple[list[str], dict[str, float], str]:
         """An arm's survivors, best first, their scores and the name of the ranking."""
         history = self.ctx.view.history()
-        if self.ctx.spec.tradeoff_method == "pareto":
-            # The planner ranked its proposals by hypervolume improvement over every objective; a rung calibrated on
-            # the first objective alone would rank them on that one. Rungs still filter and get calibrated.
-            return mine, {}, "planner order (several objectives on a front)"
+        if self.ctx.spec.is_multi_objective:
+            return self._rank_on_the_front(mine)
         if self.beliefs is not None and history.results:
             from orchestrator.policy.planners.acquisition import (
                 log_expected_improvement,
@@ -375,6 +415,20 @@ class _Ladder:
             return mine, {}, "planner order"
         # stable sort: ties (and candidates without a score) keep the planner's own order
         return sorted(mine, key=lambda c: -scores.get(c, -math.inf)), scores, ranking
+
+
+def _front_ranking(predictions: dict[str, dict[str, float]], mine: list[str]) -> tuple[list[str], dict[str, float]]:
+    """``mine`` sorted by front rank (1 = non-dominated) of their predicted utilities (``predictions``: objective ->
+    candidate id -> utility). A candidate without a prediction for an objective is given the others' mean there
+    (neither credit nor blame). Ties keep ``mine``'s (the planner's) order."""
+    from vocabulary.pareto import front_ranks
+
+    Y = np.asarray([[column.get(c, np.nan) for column in predictions.values()] for c in mine], dtype=float)
+    means = [np.nanmean(Y[:, d]) if np.isfinite(Y[:, d]).any() else 0.0 for d in range(Y.shape[1])]
+    Y = np.where(np.isnan(Y), np.asarray(means)[None, :], Y)
+    ranks = front_ranks(Y) + 1
+    order = sorted(range(len(mine)), key=lambda k: ranks[k])
+    return [mine[k] for k in order], {mine[k]: float(ranks[k]) for k in order}
 
 
 def _finite(value: float) -> float | None:
