@@ -35,7 +35,7 @@ from orchestrator.interfaces.cli_serve import (
     mcp_command,
     worker,
 )
-from orchestrator.interfaces.event_text import describe_event
+from orchestrator.interfaces.event_text import campaign_units, describe_event
 from orchestrator.interfaces.terminal_text import rich_safe
 from vocabulary.domain import ClosedLoopError
 
@@ -525,12 +525,13 @@ def show(
     from orchestrator.replay.candidates import candidate_labels
 
     labels = candidate_labels(ledger, campaign_id)  # candidates by SMILES, formula or conditions, not by their ids
+    units = campaign_units(ledger, campaign_id)
     table = Table(title=f"{rich_safe(campaign_id)}: {len(events)} events")
     for column in ("seq", "type", "actor", "what"):
         table.add_column(column)
     for e in events:
         table.add_row(str(e.seq), rich_safe(e.type), rich_safe(e.actor),
-                      rich_safe(describe_event(e.type, e.payload, labels)))
+                      rich_safe(describe_event(e.type, e.payload, labels, units)))
     out.print(table)
 
 

@@ -17,6 +17,16 @@ Example:
     'human:ada entered CCO = 71.2 ± 1.5 (ok) at 24.0 h'
     >>> describe_event("ResultsAwaited", {"iteration": 3, "job_keys": ["c1/mol-7"]}, labels={"mol-7": "CCO"})
     'it3 waiting for results of CCO'
+
+A result that measured several properties (several objectives, outcome constraints: the event's ``values``) lists
+each; ``units`` (``measured_units(spec)``) names the first objective and gives every unit:
+
+    >>> p = {"iteration": 1, "candidate_id": "f-1", "value": 0.01234, "uncertainty": None, "status": "ok",
+    ...      "sim_time_s": 3600.0, "values": {"encap_efficiency": 0.4123, "particle_diameter": 180.3}}
+    >>> describe_event("Observed", p)
+    'it1 f-1 = 0.01234, encap_efficiency 0.4123, particle_diameter 180.3 (ok) at 1.0 h'
+    >>> describe_event("Observed", p, units={"drug_loading": "", "encap_efficiency": "", "particle_diameter": "nm"})
+    'it1 f-1: drug_loading 0.01234, encap_efficiency 0.4123, particle_diameter 180.3 nm (ok) at 1.0 h'
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from typing import Any
 
 from vocabulary.numbers import plus_minus, rounded
 
-__all__ = ["describe_event", "job_label"]
+__all__ = ["describe_event", "job_label", "measured_units"]
 
 
 def _fmt(value: Any) -> str:
@@ -50,8 +60,46 @@ def job_label(job_key: str, labels: Mapping[str, str]) -> str:
     return job_key
 
 
-def describe_event(kind: str, p: dict[str, Any], labels: Mapping[str, str] | None = None) -> str:
-    """One line for an event of type ``kind`` with payload ``p``; ``labels`` maps candidate id -> label."""
+def measured_units(spec: Any) -> dict[str, str]:
+    """Every property a campaign's lab measures (``spec.measured_properties``, the first objective first) -> its unit,
+    for ``describe_event``'s ``units``."""
+    units = {**{c.property: c.unit for c in spec.constraints}, **{o.property: o.unit for o in spec.objective_list}}
+    return {prop: units.get(prop, "") for prop in spec.measured_properties}
+
+
+def _result(p: dict[str, Any], units: Mapping[str, str] | None) -> str:
+    """A result's measured values: `` = value ± sd`` for the first objective alone (as ever); with other measured
+    properties (``values``) every one by name, ``units`` naming the first objective (`` = value, b 2.1`` without)."""
+    value = plus_minus(p["value"], p.get("uncertainty")) if p["value"] is not None else "—"
+    others = p.get("values") or {}
+    if not others:
+        return f" = {value}"
+    shown = [f"{prop} {rounded(v)}{' ' + units[prop] if units and units.get(prop) else ''}"
+             for prop, v in others.items()]
+    if not units:
+        return f" = {', '.join([value, *shown])}"
+    first, unit = next(iter(units.items()))
+    value = plus_minus(p["value"], p.get("uncertainty"), unit=unit or None) if p["value"] is not None else "—"
+    return f": {', '.join([f'{first} {value}', *shown])}"
+
+
+def campaign_units(ledger: Any, campaign_id: str) -> dict[str, str] | None:
+    """``measured_units`` of the spec a campaign in ``ledger`` runs under; None where that spec cannot be read back
+    (the lines then name the values without the first objective's name and unit)."""
+    from orchestrator.loop.resume_policy import recorded_spec
+    from vocabulary.domain import SetupError
+
+    try:
+        return measured_units(recorded_spec(ledger, campaign_id))
+    except SetupError:
+        return None
+
+
+def describe_event(kind: str, p: dict[str, Any], labels: Mapping[str, str] | None = None,
+                   units: Mapping[str, str] | None = None) -> str:
+    """One line for an event of type ``kind`` with payload ``p``; ``labels`` maps candidate id -> label, ``units``
+    each measured property -> its unit, the first objective first (``measured_units``; used only for a result that
+    measured several properties)."""
     names = labels or {}
 
     def name(candidate_id: str | None) -> str:
@@ -94,12 +142,14 @@ def describe_event(kind: str, p: dict[str, Any], labels: Mapping[str, str] | Non
             reason = f": {p['reason']}" if p.get("reason") else ""
             return f"{job(p['job_key'])} {p['status']}{reason} at {p['sim_time_s'] / 3600:.1f} h"
         case "Observed":
-            value = plus_minus(p["value"], p.get("uncertainty")) if p["value"] is not None else "—"
-            return f"{it}{name(p['candidate_id'])} = {value} ({p['status']}) at {p['sim_time_s'] / 3600:.1f} h"
+            infeasible = ", infeasible" if p.get("infeasible") else ""
+            return (f"{it}{name(p['candidate_id'])}{_result(p, units)} ({p['status']}{infeasible}) "
+                    f"at {p['sim_time_s'] / 3600:.1f} h")
         case "ResultEntered":
-            value = plus_minus(p["value"], p.get("uncertainty")) if p["value"] is not None else "—"
             why = f": {p['reason']}" if p.get("reason") else ""
-            return f"{p['by']} entered {job(p['job_key'])} = {value} ({p['status']}{why}) at {p['sim_time_s'] / 3600:.1f} h"
+            why += ", infeasible" if p.get("infeasible") else ""
+            return (f"{p['by']} entered {job(p['job_key'])}{_result(p, units)} ({p['status']}{why}) "
+                    f"at {p['sim_time_s'] / 3600:.1f} h")
         case "ResultsAwaited":
             return f"{it}waiting for results of {', '.join(job(k) for k in p['job_keys'])}"
         case "Scored":

@@ -321,17 +321,18 @@ def build_server(db: str | Path | Ledger, *, runs: BackgroundRuns | None = None,
     ) -> dict[str, Any]:
         """A campaign's ledger events in order (what `closedloop show` prints): seq, type, actor, time, a one-line
         description and the payload. Page with after_seq = the returned last_seq."""
-        from orchestrator.interfaces.event_text import describe_event
+        from orchestrator.interfaces.event_text import campaign_units, describe_event
         from orchestrator.replay.candidates import candidate_labels
 
         known(campaign_id)
         events = (ledger.read_events(campaign_id, types, after_seq=after_seq) if types
                   else ledger.events(campaign_id, after_seq=after_seq))[:limit]
         labels = candidate_labels(ledger, campaign_id)  # molecules by SMILES, as `closedloop show` names them
+        units = campaign_units(ledger, campaign_id)
         rows = []
         for e in events:
             row = {"seq": e.seq, "type": e.type, "actor": e.actor, "at": e.at.isoformat(),
-                   "what": describe_event(e.type, e.payload, labels)}
+                   "what": describe_event(e.type, e.payload, labels, units)}
             if include_payload:
                 row["payload"] = e.payload
             rows.append(row)

@@ -1,4 +1,5 @@
-"""A campaign report from its ledger alone: ``index.html``, ``results.csv`` and four PNG plots.
+"""A campaign report from its ledger alone: ``index.html``, ``results.csv`` and four PNG plots (six for several
+objectives: the Pareto front's, ``report_front``).
 
 The page (``report_html``) opens with the target and the best so far with its uncertainty, then the best candidates
 (drawn, for molecules), every lab result (``report_results``; also ``results.csv``), the summary and the arms, the
@@ -31,6 +32,7 @@ from orchestrator.ledger import Ledger, LedgerError
 from orchestrator.ledger.outputs import check_output_path, output_dir, output_file
 from orchestrator.loop.resume_policy import recorded_spec
 from orchestrator.loop.upcast import records
+from orchestrator.replay.report_front import FRONT_FIGURES
 from orchestrator.replay.report_html import format_value
 from orchestrator.spec import CampaignSpec
 from vocabulary.events import (
@@ -231,7 +233,8 @@ def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path, *, force
 
     spec = _spec(ledger, campaign_id)
     out = output_dir(out_dir)
-    for name in (*REPORT_FIGURES.values(), RESULTS_CSV, "index.html"):
+    front_files = list(FRONT_FIGURES.values()) if spec.is_multi_objective else []
+    for name in (*REPORT_FIGURES.values(), *front_files, RESULTS_CSV, "index.html"):
         check_output_path(out / name, force=force)  # all of them first: a refusal writes nothing
     summary = summarise(ledger, campaign_id)
     results = lab_results(ledger, campaign_id)
@@ -239,6 +242,7 @@ def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path, *, force
     with output_file(out / RESULTS_CSV, force=force) as tmp:
         _write_csv(tmp, results_columns(spec), results_rows(results, spec))
     captions = _draw_figures(ledger, campaign_id, spec, out, force=force)
+    front = _front_section(ledger, campaign_id, spec, out, force=force) if spec.is_multi_objective else None
     meta = (f"{len(ledger.events(campaign_id))} events from "
             f"{make_url(summary['db']).render_as_string(hide_password=True)}; "
             f"generated {datetime.now(UTC).isoformat(timespec='seconds')}")
@@ -251,6 +255,7 @@ def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path, *, force
     sections = [
         ("", page.headline_html(spec, best[0] if best else None, len(results))),
         ("Summary", page.summary_table_html(summary)),
+        *([("Pareto front", front)] if front is not None else []),
         ("Best candidates", page.best_candidates_html(best, spec)),
         ("Results", f'<p class="meta">Every lab result, in the order recorded; also in '
                     f'<a href="{RESULTS_CSV}">{RESULTS_CSV}</a>. Click a column to sort.</p>'
@@ -263,6 +268,23 @@ def write_report(ledger: Ledger, campaign_id: str, out_dir: str | Path, *, force
     with output_file(index, force=force) as tmp:
         tmp.write_text(page.page(f"{summary['name']} — {campaign_id}", meta, sections), encoding="utf-8")
     return index
+
+
+def _front_section(ledger: Ledger, campaign_id: str, spec: CampaignSpec, out: Path, *, force: bool) -> str:
+    """Draw the PNGs of ``FRONT_FIGURES`` into ``out`` and return the "Pareto front" section (several objectives)."""
+    from orchestrator.replay.report_front import (
+        draw_front_figures,
+        front_data,
+        front_section_html,
+    )
+
+    data = front_data(ledger, campaign_id, spec)
+    if data is None:
+        return "<p>No lab result has every objective measured yet.</p>"
+    with (output_file(out / FRONT_FIGURES["pareto"], force=force) as pareto,
+          output_file(out / FRONT_FIGURES["hypervolume"], force=force) as curve):
+        draw_front_figures(data, spec, {"pareto": pareto, "hypervolume": curve})
+    return front_section_html(data, spec)
 
 
 def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:

@@ -8,8 +8,11 @@ and ``closedloop run``'s front. Candidates are named by ``pool.describe``; numbe
 
 Example:
     >>> from orchestrator.ledger import Ledger
-    >>> from orchestrator.spec import load_spec
-    >>> spec = load_spec("campaigns/buchwald-hartwig/campaign.toml")
+    >>> from orchestrator.spec import CampaignSpec
+    >>> spec = CampaignSpec.model_validate({
+    ...     "campaign": {"name": "d", "kind": "conditions"}, "objective": {"property": "a", "direction": "max"},
+    ...     "space": {"inline": [{"x": 1.0, "a": 1.0}], "columns": ["x"]},
+    ...     "lab": {"driver": "simlab", "oracle_column": "a"}, "budget": {"lab_experiments": 1}})
     >>> front_data(Ledger.open(":memory:"), "c1", spec) is None  # one objective: no front
     True
 """
@@ -28,8 +31,8 @@ if TYPE_CHECKING:
     from orchestrator.ledger import Ledger
     from orchestrator.spec import CampaignSpec
 
-__all__ = ["FRONT_FIGURES", "FrontData", "MeasuredPoint", "front_axes", "front_data", "front_section_html",
-           "front_table_rows"]
+__all__ = ["FRONT_FIGURES", "FrontData", "MeasuredPoint", "draw_front_figures", "front_axes", "front_data",
+           "front_section_html", "front_steps", "front_table_rows"]
 
 FRONT_FIGURES = {
     "pareto": "pareto.png",
@@ -104,6 +107,49 @@ def _direction(objective) -> str:
     if objective.direction == "target":
         return f"target {rounded(objective.target)}"
     return "higher is better" if objective.direction == "maximize" else "lower is better"
+
+
+def front_steps(data: FrontData, spec: CampaignSpec) -> list[tuple[float, float]] | None:
+    """For two objectives, the front's staircase in objective units: the non-dominated points from the best on the
+    second objective to the best on the first, each pair joined through the corner both of them dominate, i.e. the
+    edge of the region the front dominates. None for three or more objectives.
+
+    Example:
+        >>> from orchestrator.spec_objectives import ObjectiveSpec
+        >>> from types import SimpleNamespace
+        >>> objectives = [ObjectiveSpec(property="a", direction="max"), ObjectiveSpec(property="b", direction="min")]
+        >>> points = [SimpleNamespace(values={"a": 3.0, "b": 5.0}), SimpleNamespace(values={"a": 1.0, "b": 2.0})]
+        >>> data = SimpleNamespace(front=SimpleNamespace(properties=["a", "b"], points=points))
+        >>> front_steps(data, SimpleNamespace(objective_list=objectives))
+        [(1.0, 2.0), (1.0, 5.0), (3.0, 5.0)]
+    """
+    if len(data.front.properties) != 2:
+        return None
+    (x_name, y_name), (x_objective, _) = data.front.properties, spec.objective_list[:2]
+    ordered = sorted(data.front.points, key=lambda p: x_objective.utility(p.values[x_name]))
+    steps: list[tuple[float, float]] = []
+    for k, point in enumerate(ordered):
+        x, y = float(point.values[x_name]), float(point.values[y_name])
+        steps.append((x, y))
+        if k + 1 < len(ordered):
+            steps.append((x, float(ordered[k + 1].values[y_name])))
+    return steps
+
+
+def draw_front_figures(data: FrontData, spec: CampaignSpec, targets: dict[str, object]) -> None:
+    """Draw the Pareto plot and the hypervolume curve; ``targets`` maps each ``FRONT_FIGURES`` name to a path or a
+    binary file object (``report_plots.PlotTarget``)."""
+    from orchestrator.replay import report_plots as plots
+
+    props = data.front.properties
+    if "pareto" in targets:
+        plots.plot_pareto([[p.values[prop] for prop in props] for p in data.points], targets["pareto"],
+                          axis_labels=front_axes(spec), on_front=[p.is_on_front for p in data.points],
+                          meets_constraints=[p.meets_constraints for p in data.points],
+                          steps=front_steps(data, spec))
+    if "hypervolume" in targets:
+        plots.plot_hypervolume(data.front.hypervolume_by_experiment, targets["hypervolume"],
+                               unit=hypervolume_unit(data.front.units), n_imported=data.n_imported)
 
 
 def front_table_rows(data: FrontData, spec: CampaignSpec) -> list[dict[str, str]]:

@@ -118,8 +118,10 @@ def results_table_html(results: Sequence[LabResult], spec: CampaignSpec) -> str:
         return "<p>No lab results yet.</p>"
     objective, unit = spec.objective, _unit(spec)
     draw = spec.campaign.kind == "molecule" and len(results) <= MAX_DRAWN_RESULTS
+    others = _other_properties(spec)
     heads = ["#", *(["structure"] if draw else []), "candidate", f"{objective.property}{f' ({unit})' if unit else ''}",
-             "±", "arm", "iteration", "lab time (h)", "status"]
+             "±", *(f"{p}{f' ({u})' if u else ''}" for p, u in others.items()), "arm", "iteration", "lab time (h)",
+             "status"]
     rows = []
     for r in results:
         status = r.status if r.status == "ok" else f"{r.status}: {r.reason or 'no reason given'}"
@@ -133,6 +135,7 @@ def results_table_html(results: Sequence[LabResult], spec: CampaignSpec) -> str:
             f'<td class="smiles">{_e(r.label)}</td>',
             f'<td data-v="{_sort_key(r.value)}">{_e(format_value(r.value, r.sd))}</td>',
             f"<td>{_e(format_value(r.sd, r.sd))}</td>",
+            *(f'<td data-v="{_sort_key(r.values.get(p))}">{_e(format_value(r.values.get(p)))}</td>' for p in others),
             f"<td>{_e(r.arm)}</td>",
             f'<td data-v="{r.iteration}">{r.iteration}</td>',
             f'<td data-v="{_sort_key(r.lab_hours)}">{_e(_hours(r.lab_hours))}</td>',
@@ -145,6 +148,12 @@ def results_table_html(results: Sequence[LabResult], spec: CampaignSpec) -> str:
         f"{len(results)}.</p>")
     return (f'{note}<table class="results sortable"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def _other_properties(spec: CampaignSpec) -> dict[str, str]:
+    """The measured properties besides the first objective, each with its unit (none for one objective)."""
+    units = {**{c.property: c.unit for c in spec.constraints}, **{o.property: o.unit for o in spec.objective_list}}
+    return {p: units.get(p, "") for p in spec.measured_properties if p != spec.objective.property}
 
 
 def _hours(hours: float | None) -> str:

@@ -19,7 +19,8 @@ from typing import IO, Any
 
 from vocabulary.domain import import_optional
 
-__all__ = ["PlotTarget", "arm_colours", "plot_best_so_far", "plot_funnel", "plot_gantt", "plot_rewards"]
+__all__ = ["PlotTarget", "arm_colours", "plot_best_so_far", "plot_funnel", "plot_gantt", "plot_hypervolume",
+           "plot_pareto", "plot_rewards"]
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 _DPI = 110
@@ -36,14 +37,14 @@ def arm_colours(arms: Sequence[str]) -> dict[str, str]:
     return {arm: _PALETTE[index % len(_PALETTE)] for index, arm in enumerate(arms)}
 
 
-def _figure(width: float, height: float, n_columns: int = 1):
-    """A figure on an Agg canvas, with its axes."""
+def _figure(width: float, height: float, n_columns: int = 1, n_rows: int = 1):
+    """A figure on an Agg canvas, with its axes (row by row)."""
     FigureCanvasAgg = import_optional("matplotlib.backends.backend_agg", "plots", "reports").FigureCanvasAgg
     Figure = import_optional("matplotlib.figure", "plots", "reports").Figure
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(1, n_columns, squeeze=False)[0]
-    return figure, list(axes)
+    axes = figure.subplots(n_rows, n_columns, squeeze=False)
+    return figure, list(axes.ravel())
 
 
 def _save(figure, path: PlotTarget):
@@ -209,5 +210,89 @@ def plot_rewards(series: Mapping[str, Sequence[tuple[int, float]]], path: PlotTa
     ax.set(xlabel="iteration", ylabel="mean weighted score per subject", title="rewards over steps, by stage")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="best", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(figure, path)
+
+
+_FRONT_COLOUR = "#d62728"
+_PANELS_PER_ROW = 3
+
+
+def plot_pareto(
+    values: Sequence[Sequence[float]],
+    path: PlotTarget,
+    *,
+    axis_labels: Sequence[str],
+    on_front: Sequence[bool],
+    meets_constraints: Sequence[bool],
+    steps: Sequence[tuple[float, float]] | None = None,
+) -> Path | IO[bytes]:
+    """Every measured result for each pair of objectives: one panel per pair, the non-dominated results highlighted,
+    the ones that break an outcome constraint drawn as an x.
+
+    Args:
+        values: one row per result, one value per objective (objective units), in ``axis_labels`` order.
+        axis_labels: one per objective, e.g. ``"particle_diameter (nm), lower is better"``.
+        on_front: per result, whether it is non-dominated.
+        meets_constraints: per result, whether it meets every outcome constraint.
+        steps: for two objectives, the front's staircase (x, y) from one end to the other, drawn as a line.
+    """
+    from itertools import combinations
+
+    pairs = list(combinations(range(len(axis_labels)), 2))
+    n_columns = min(max(len(pairs), 1), _PANELS_PER_ROW)
+    n_rows = -(-max(len(pairs), 1) // n_columns)
+    figure, axes = _figure(4.6 * n_columns, 4.0 * n_rows, n_columns=n_columns, n_rows=n_rows)
+    for ax in axes[len(pairs):]:
+        ax.set_axis_off()
+    if not values or not pairs:
+        _no_data(axes[0], "no result with every objective measured yet")
+        return _save(figure, path)
+    kinds = [
+        ("dominated", [not f and m for f, m in zip(on_front, meets_constraints, strict=True)],
+         {"marker": "o", "s": 22, "color": "0.6", "alpha": 0.7}),
+        ("breaks a constraint", [not m for m in meets_constraints], {"marker": "x", "s": 30, "color": "0.35"}),
+        ("non-dominated", list(on_front),
+         {"marker": "o", "s": 46, "color": _FRONT_COLOUR, "edgecolors": "black", "linewidths": 0.6, "zorder": 3}),
+    ]
+    for ax, (i, j) in zip(axes, pairs, strict=False):
+        if steps and len(axis_labels) == 2:
+            xs, ys = zip(*steps, strict=True)
+            ax.plot(xs, ys, color=_FRONT_COLOUR, lw=1.2, alpha=0.8, zorder=2)
+        for label, mask, style in kinds:
+            shown = [row for row, keep in zip(values, mask, strict=True) if keep]
+            if shown:
+                ax.scatter([row[i] for row in shown], [row[j] for row in shown], label=label, **style)
+        ax.set(xlabel=axis_labels[i], ylabel=axis_labels[j])
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize=8)
+    figure.suptitle("measured results and the Pareto front")
+    return _save(figure, path)
+
+
+def plot_hypervolume(
+    curve: Sequence[float], path: PlotTarget, *, unit: str = "", n_imported: int = 0
+) -> Path | IO[bytes]:
+    """Hypervolume of the measured front after each lab result (the ``n_imported`` imported past results first,
+    shaded).
+
+    Args:
+        curve: the hypervolume after each result, in recording order (the product of the objectives' units).
+        unit: the hypervolume's unit (``loop.front.hypervolume_unit``).
+    """
+    figure, (ax,) = _figure(7.0, 4.0)
+    if not curve:
+        _no_data(ax, "no lab result yet")
+        return _save(figure, path)
+    counts = list(range(1, len(curve) + 1))
+    if n_imported:
+        ax.axvspan(0.5, n_imported + 0.5, color="0.9", lw=0, label="imported past results")
+    ax.step(counts, curve, where="post", marker="o", ms=4, color=_PALETTE[0], label="hypervolume")
+    ax.set(xlabel="lab results, in the order recorded", ylabel=f"hypervolume{f' ({unit})' if unit else ''}",
+           title="hypervolume of the measured front")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_ylim(bottom=0)
+    if n_imported:
+        ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     return _save(figure, path)

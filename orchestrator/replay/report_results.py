@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.ledger import Ledger
@@ -27,8 +27,8 @@ from vocabulary.domain import Candidate, Conditions
 from vocabulary.events import Dispatched, Observed
 from vocabulary.numbers import DIGITS, rounded_float
 
-__all__ = ["LabResult", "best_results", "best_so_far_result", "candidate_columns", "lab_results", "results_columns",
-           "results_rows"]
+__all__ = ["LabResult", "best_results", "best_so_far_result", "candidate_columns", "lab_results", "other_properties",
+           "results_columns", "results_rows"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class LabResult:
     reason: str | None
     provenance: str
     lab_hours: float | None
+    values: dict[str, float] = field(default_factory=dict)
+    """Every other measured property (objectives after the first, outcome constraints), by name, in its unit."""
 
 
 def lab_results(ledger: Ledger, campaign_id: str) -> list[LabResult]:
@@ -67,7 +69,8 @@ def lab_results(ledger: Ledger, campaign_id: str) -> list[LabResult]:
             value=observed.value, sd=observed.uncertainty, status=observed.status, reason=observed.reason,
             provenance=_provenance(observed),
             lab_hours=None if observed.provenance == "imported" and not _is_off_plan(observed)
-            else (observed.sim_time_s - origin) / 3600.0))
+            else (observed.sim_time_s - origin) / 3600.0,
+            values=dict(observed.values)))
     return rows
 
 
@@ -117,23 +120,34 @@ def _own_values(candidate: Candidate | None, label: str, columns: list[str]) -> 
     return {columns[0]: label}
 
 
+def other_properties(spec: CampaignSpec) -> list[str]:
+    """The measured properties besides the first objective (``spec.measured_properties``): none for one objective."""
+    return [p for p in spec.measured_properties if p != spec.objective.property]
+
+
 def results_columns(spec: CampaignSpec) -> list[str]:
-    """The header of ``results.csv`` (``results_rows``' keys, in order), written even when there is no result yet."""
-    return ["n", "iteration", "arm", *candidate_columns(spec), spec.objective.property, "sd", "unit", "status", "hit",
-            "reason", "provenance", "lab_hours"]
+    """The header of ``results.csv`` (``results_rows``' keys, in order), written even when there is no result yet.
+
+    The first objective's value, ``sd`` and ``unit``, then a column per other measured property (named as in the
+    spec, so the file reads back as ``--history``)."""
+    return ["n", "iteration", "arm", *candidate_columns(spec), spec.objective.property, "sd", "unit",
+            *other_properties(spec), "status", "hit", "reason", "provenance", "lab_hours"]
 
 
 def results_rows(results: list[LabResult], spec: CampaignSpec) -> list[dict[str, Any]]:
     """The rows of ``results.csv``: order, iteration, arm, the candidate's own columns, the objective's property,
-    ``sd``, ``unit``, ``status``, ``hit``, ``reason``, ``provenance``, ``lab_hours``; values rounded to precision."""
+    ``sd``, ``unit``, every other measured property, ``status``, ``hit``, ``reason``, ``provenance``, ``lab_hours``;
+    values rounded to precision."""
     objective = spec.objective
     columns = candidate_columns(spec)
+    others = other_properties(spec)
     rows = []
     for r in results:
         rows.append({
             "n": r.n, "iteration": r.iteration, "arm": r.arm, **_own_values(r.candidate, r.label, columns),
             objective.property: rounded_float(r.value, r.sd),
-            "sd": rounded_float(r.sd, digits=2), "unit": objective.unit, "status": r.status,
+            "sd": rounded_float(r.sd, digits=2), "unit": objective.unit,
+            **{prop: rounded_float(r.values.get(prop)) for prop in others}, "status": r.status,
             "hit": objective.is_hit(r.value, spec.stop.threshold) if r.status == "ok" else False,
             "reason": r.reason or "", "provenance": r.provenance,
             "lab_hours": rounded_float(r.lab_hours, digits=DIGITS),

@@ -6,7 +6,8 @@ Routes (all HTML unless said otherwise):
 - ``GET /campaigns/{id}``: one campaign: status (``waiting for approval`` / ``waiting for results`` as such), the
   target of a target objective, the best so far with its uncertainty and structure, pending approvals and lab-failure
   decisions with their buttons, the results form of a manual lab, the funnel, best so far of main and control arms,
-  the lab stations' Gantt, process rewards over the iterations, the sortable table of lab results, and every model
+  the lab stations' Gantt, process rewards over the iterations (for several objectives also the measured Pareto front:
+  its plot, hypervolume curve and non-dominated candidates), the sortable table of lab results, and every model
   call with the messages the model saw and what it answered. Candidates are named by ``pool.describe`` (SMILES,
   formula, name=value pairs), never by their InChIKey-like ids.
 - ``GET /campaigns/{id}/fragments/{panel}``: one panel of that page, for htmx to swap in.
@@ -59,7 +60,7 @@ from fastapi.responses import (
 
 from orchestrator.interfaces.background import FAILURE_ACTIONS, BackgroundRuns
 from orchestrator.interfaces.dashboard import auth, views
-from orchestrator.interfaces.dashboard.plots import PLOT_NAMES, PlotCache
+from orchestrator.interfaces.dashboard.plots import PlotCache, plot_names
 from orchestrator.interfaces.dashboard.sse import (
     campaign_signature,
     changes,
@@ -209,7 +210,8 @@ def create_app(
             context["pending"] = views.pending_questions(ledger, runs, campaign_id)
             context["actions"] = FAILURE_ACTIONS
         elif panel == "plots":
-            context["plots"] = PLOT_NAMES
+            context["plots"] = plot_names(spec)
+            context["front"] = views.pareto_front(ledger, campaign_id, spec)
         elif panel == "entry":
             context["entries"] = views.pending_entries(ledger, campaign_id, spec)
             context["status"] = views.campaign_status(ledger, runs, campaign_id, spec)
@@ -261,9 +263,10 @@ def create_app(
 
     @app.get("/campaigns/{campaign_id}/plots/{name}.png")
     def campaign_plot(name: str, campaign: str = campaign_of_path):
-        if name not in PLOT_NAMES:
-            raise HTTPException(404, f"no plot {name!r}; plots: {list(PLOT_NAMES)}")
-        png = plots.png(ledger, campaign, name, spec=views.spec_of(ledger, campaign))
+        spec = views.spec_of(ledger, campaign)
+        if name not in plot_names(spec):
+            raise HTTPException(404, f"no plot {name!r}; plots: {list(plot_names(spec))}")
+        png = plots.png(ledger, campaign, name, spec=spec)
         return Response(png, media_type="image/png", headers={"Cache-Control": "no-cache"})
 
     @app.get("/campaigns/{campaign_id}/candidates/{candidate_id}.svg")

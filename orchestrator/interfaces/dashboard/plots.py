@@ -3,7 +3,8 @@ into memory as PNG and cached per campaign until its ledger grows.
 
 A plot is redrawn only when the campaign has new events (its last seq is the cache's version), so many browsers
 watching one campaign cost one drawing per change. The Gantt replays the simulated lab (``report.station_gantt``),
-the dearest of the four; it too runs once per change.
+the dearest of the four; it too runs once per change. A campaign with several objectives adds the Pareto front's two
+(``report_front``: every result in objective space, the hypervolume after each).
 
 Example:
     >>> from vocabulary.events import CampaignStarted
@@ -34,10 +35,18 @@ if TYPE_CHECKING:
     from orchestrator.ledger import Ledger
     from orchestrator.spec import CampaignSpec
 
-__all__ = ["PLOT_NAMES", "PlotCache", "PlotName", "draw_plot"]
+__all__ = ["FRONT_PLOT_NAMES", "PLOT_NAMES", "PlotCache", "PlotName", "draw_plot", "plot_names"]
 
-PlotName = Literal["funnel", "best_so_far", "gantt", "rewards"]
-PLOT_NAMES: tuple[str, ...] = get_args(PlotName)
+PlotName = Literal["funnel", "best_so_far", "gantt", "rewards", "pareto", "hypervolume"]
+FRONT_PLOT_NAMES: tuple[str, ...] = ("pareto", "hypervolume")
+"""The Pareto front's figures (``report_front``), drawn for a campaign with several objectives only."""
+PLOT_NAMES: tuple[str, ...] = tuple(name for name in get_args(PlotName) if name not in FRONT_PLOT_NAMES)
+"""The figures of every campaign."""
+
+
+def plot_names(spec: CampaignSpec) -> tuple[str, ...]:
+    """The figures a campaign's page shows: ``PLOT_NAMES``, then ``FRONT_PLOT_NAMES`` for several objectives."""
+    return PLOT_NAMES + (FRONT_PLOT_NAMES if spec.is_multi_objective else ())
 
 
 def draw_plot(ledger: Ledger, campaign_id: str, name: PlotName, spec: CampaignSpec) -> bytes:
@@ -64,8 +73,16 @@ def draw_plot(ledger: Ledger, campaign_id: str, name: PlotName, spec: CampaignSp
                                 title="lab stations" if gantt.source == "simlab" else "lab jobs")
     elif name == "rewards":
         report_plots.plot_rewards(rewards_by_step(ledger, campaign_id), out)
+    elif name in FRONT_PLOT_NAMES and spec.is_multi_objective:
+        from orchestrator.replay.report_front import draw_front_figures, front_data
+
+        data = front_data(ledger, campaign_id, spec)
+        if data is None:  # no result has every objective yet
+            report_plots.plot_hypervolume([], out)
+        else:
+            draw_front_figures(data, spec, {name: out})
     else:
-        raise ValueError(f"unknown plot {name!r}; one of {PLOT_NAMES}")
+        raise ValueError(f"unknown plot {name!r}; one of {plot_names(spec)}")
     return out.getvalue()
 
 

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from orchestrator.spec import CampaignSpec
 
 __all__ = ["CandidateText", "campaign_rows", "campaign_status", "candidate_drawing", "funnel_stages", "lab_results",
-           "llm_calls", "measured", "pending_entries", "pending_questions", "rounded_pair", "shown_status", "status_text"]
+           "llm_calls", "measured", "pareto_front", "pending_entries", "pending_questions", "rounded_pair",
+           "shown_status", "status_text"]
 
 
 def status_text(status: str | None) -> str:
@@ -221,6 +222,37 @@ def lab_results(ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, limit: 
                      "status": p["status"], "reason": p.get("reason"), "provenance": p.get("provenance", "lab"),
                      "lab_hours": (p["sim_time_s"] - origin) / 3600.0})
     return rows
+
+
+def pareto_front(ledger: Ledger, campaign_id: str, spec: CampaignSpec) -> dict[str, Any] | None:
+    """The measured Pareto front panel, as the report's (``replay.report_front``): ``headers`` and ``rows`` (one per
+    non-dominated result: its label and every measured property, rounded), ``summary`` (how many of the results are
+    on it, its hypervolume and reference point). None for one objective; ``rows`` empty before any result has every
+    objective."""
+    if not spec.is_multi_objective:
+        return None
+    from orchestrator.loop.front import hypervolume_unit
+    from orchestrator.replay.report_front import front_data, front_table_rows
+
+    units = {**{c.property: c.unit for c in spec.constraints}, **{o.property: o.unit for o in spec.objective_list}}
+    objectives = [o.property for o in spec.objective_list]
+    props = [*objectives, *(p for p in spec.measured_properties if p not in objectives)]
+    headers = ["candidate", "arm", *(f"{p}{f' ({units[p]})' if units.get(p) else ''}"
+                                     f"{'' if p in objectives else ' (constraint)'}" for p in props)]
+    data = front_data(ledger, campaign_id, spec)
+    if data is None:
+        return {"headers": headers, "rows": [], "summary": "no result has every objective measured yet"}
+    front = data.front
+    unit = hypervolume_unit(front.units)
+    reference = ", ".join(f"{p} {rounded(v)}" for p, v in zip(front.properties, front.reference_point, strict=True))
+    summary = (f"{len(front.points)} of {front.n_results} results non-dominated; hypervolume "
+               f"{rounded(front.hypervolume)}{' ' + unit if unit else ''} above ({reference}, "
+               f"{'inferred' if front.reference_inferred else 'given'})")
+    if front.n_breaking_constraints:
+        summary += f"; {front.n_breaking_constraints} break an outcome constraint"
+    rows = [{"label": row["candidate"], "arm": row["arm"], "values": [row[p] for p in props]}
+            for row in front_table_rows(data, spec)]
+    return {"headers": headers, "rows": rows, "summary": summary}
 
 
 def _text(content: Any) -> str:
