@@ -34,7 +34,9 @@ class StepContext(BaseModel):
     """One step of a campaign, as the orchestrator saw it, ready to be scored.
 
     Scorers read only this, so a score can be recomputed from the ledger. Utilities are the objective's utility of
-    the lab value (higher is better, unitless); ``lab_value`` and ``expected`` are in the objective property's unit.
+    the lab value (higher is better, unitless); ``lab_value`` and ``expected`` are in the objective property's unit
+    (the first objective's when there are several; ``lab_values`` holds every measured property and
+    ``hypervolume_improvement`` the result's progress on the front).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -59,7 +61,17 @@ class StepContext(BaseModel):
     lab_value: float | None = Field(default=None, description="lab measurement; None before it or when it failed")
     utility: float | None = Field(default=None, description="objective utility of lab_value; higher is better")
     best_utility_before: float | None = Field(default=None, description="best lab utility before this result")
-    is_lab_success: bool | None = Field(default=None, description="the lab result meets the campaign's success bar")
+    is_lab_success: bool | None = Field(default=None, description="the lab result meets the campaign's success bar "
+                                        "(several objectives: it grows the measured Pareto front)")
+    lab_values: dict[str, float] = Field(
+        default_factory=dict, description="several objectives or outcome constraints: every property the lab "
+        "measured for this result, by name, each in its unit; empty otherwise")
+    hypervolume_improvement: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="several objectives: the hypervolume this result adds to the front "
+        "of the results before it, over the reference..ideal box volume (unitless, rewards.hypervolume); None for "
+        "one objective or before the lab answered")
+    meets_constraints: bool | None = Field(default=None, description="the result meets every outcome constraint; "
+                                           "None without constraints")
     n_lab_used: int = Field(default=0, ge=0, description="lab experiments already used (before this dispatch)")
     lab_budget: int = Field(default=0, ge=0, description="lab experiments the campaign may use in total")
     n_slots: int = Field(default=0, ge=0, description="plan stage: lab slots the arm was offered")

@@ -24,9 +24,20 @@ __all__ = ["BUILTINS", "human", "improvement", "lab_success", "rung_agreement"]
 
 
 def lab_success(context: StepContext) -> ScoreValue | None:
-    """Outcome stage: +1 when the lab result meets the campaign's success bar, -1 when it does not."""
+    """Outcome stage: +1 when the lab result meets the campaign's success bar, -1 when it does not.
+
+    Several objectives: the success is growing the measured Pareto front (``hypervolume_improvement > 0``), and a
+    result that breaks an outcome constraint never succeeds.
+    """
     if context.stage != "outcome" or context.is_lab_success is None:
         return None
+    if context.hypervolume_improvement is not None:
+        shown = _shown_values(context)
+        if context.is_lab_success:
+            return ScoreValue(value=1.0, reason=f"lab measured {shown}: it grows the Pareto front")
+        why = ("it breaks an outcome constraint" if context.meets_constraints is False
+               else "an earlier result dominates it")
+        return ScoreValue(value=-1.0, reason=f"lab measured {shown}: not a success ({why})")
     shown = f"lab measured {context.lab_value:g}" if context.lab_value is not None else "the lab answered"
     if context.is_lab_success:
         return ScoreValue(value=1.0, reason=f"{shown}: a success")
@@ -34,9 +45,27 @@ def lab_success(context: StepContext) -> ScoreValue | None:
 
 
 def improvement(context: StepContext) -> ScoreValue | None:
-    """Outcome stage: +1 when the utility beats the best before it (or is the first), 0 when not, None if failed."""
+    """Outcome stage: +1 when the utility beats the best before it (or is the first), 0 when not, None if failed.
+
+    Several objectives (``hypervolume_improvement`` set): +1 when the result adds hypervolume to the measured front
+    (the first result on it included), 0 when it adds none (dominated, or breaking an outcome constraint).
+
+    Example:
+        >>> from rewards.context import StepContext
+        >>> step = StepContext(stage="outcome", subject="job", arm="bo", is_valid=True, lab_value=2.0, utility=2.0,
+        ...                    lab_values={"a": 2.0, "b": 1.0}, hypervolume_improvement=0.25)
+        >>> score = improvement(step)
+        >>> score.value, score.reason
+        (1.0, 'a=2, b=1 grows the Pareto front: +0.25 of the reference..ideal box in hypervolume')
+    """
     if context.stage != "outcome" or context.lab_value is None or context.utility is None:
         return None
+    if context.hypervolume_improvement is not None:
+        gain, shown = context.hypervolume_improvement, _shown_values(context)
+        if gain > 0:
+            return ScoreValue(value=1.0, reason=f"{shown} grows the Pareto front: +{gain:.3g} of the "
+                                                "reference..ideal box in hypervolume")
+        return ScoreValue(value=0.0, reason=f"{shown} adds no hypervolume to the Pareto front")
     if context.best_utility_before is None:
         return ScoreValue(value=1.0, reason=f"first successful lab result (utility {context.utility:g})")
     if context.utility > context.best_utility_before:
@@ -46,6 +75,13 @@ def improvement(context: StepContext) -> ScoreValue | None:
     return ScoreValue(
         value=0.0, reason=f"utility {context.utility:g} does not beat the best before, {context.best_utility_before:g}"
     )
+
+
+def _shown_values(context: StepContext) -> str:
+    """Every measured property as ``name=value`` pairs (the lab value alone when only it is known)."""
+    if context.lab_values:
+        return ", ".join(f"{name}={value:g}" for name, value in context.lab_values.items())
+    return f"{context.lab_value:g}" if context.lab_value is not None else "no value"
 
 
 def _param(criterion: Any, name: str, default: Any) -> Any:

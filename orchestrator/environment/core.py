@@ -19,7 +19,10 @@ neither grows the pool. A closed space refuses structures and says why in ``obse
 Rewards (``rewards.process.shaped_reward``): the episode's potential Φ is the sum of its trajectories' current
 rewards under the environment rubric (potential-based process term) divided by the lab budget; a step earns
 ``Φ(after) − Φ(before)``, an invalid action also loses ``invalid_penalty``, and the last step adds the terminal
-outcome (``success.SuccessBar.outcome_reward``). Steps that change nothing earn 0, so they cannot be farmed. An
+outcome (``success.SuccessBar.outcome_reward``; several objectives: the share of the pool's true hypervolume the
+episode measured, ``pareto_outcome``). With several objectives the rubric's outcome criteria read a result's
+hypervolume improvement (``rewards.hypervolume``), so Φ rises as the front grows; the observation lists every
+objective, each result's measured values and the front. Steps that change nothing earn 0, so they cannot be farmed. An
 episode truncated before it used its lab budget is charged each unused experiment as an abstained trajectory (−1
 over the budget) before the outcome, so doing nothing earns ``EPISODE_FLOOR`` (−2), the least any valid play can
 earn: declining to act is never a winning bet.
@@ -59,11 +62,15 @@ from orchestrator.environment.arm import ARM, EnvironmentPlanner
 from orchestrator.environment.observation import (
     Budget,
     EnvironmentObservation,
+    FrontView,
     LabResult,
-    ObjectiveView,
     OfferedCandidate,
     RungResult,
+    constraint_views,
+    measured_values,
+    objective_views,
 )
+from orchestrator.environment.pareto_outcome import ParetoOutcome, fix_pareto_outcome
 from orchestrator.environment.success import SuccessBar, fix_success_bar
 from orchestrator.environment.tools import EnvironmentTools
 from orchestrator.ledger import LabJobRow
@@ -156,6 +163,8 @@ class CampaignEnvironment(EnvironmentTools):
         """The campaign status the last ``Campaign.run`` returned (``Campaign.status``: whether and why it stopped,
         not the full summary): only a proposal moves the campaign."""
         self._read = _EpisodeRead(self._text)
+        self._pareto: ParetoOutcome | None = None
+        """Several objectives: the terminal reward's scale, fixed at reset (``pareto_outcome``)."""
 
     # ------------------------------------------------------------------------------------------------ episodes
     def episode_spec(self, seed: int | None, task: dict[str, Any]) -> tuple[CampaignSpec, SuccessBar]:
@@ -179,8 +188,8 @@ class CampaignEnvironment(EnvironmentTools):
         data["approval"] = {"policy": "auto", "max_auto_jobs": 1000}
         data["rewards"]["rubric"] = task.get("rubric", "environment")
         data["stop"]["on_target"] = bool(task.get("on_target", True))
-        if bar.threshold is not None and base.objective.direction != "target":
-            data["stop"]["threshold"] = bar.threshold
+        if bar.threshold is not None and base.objective.direction != "target" and not base.is_multi_objective:
+            data["stop"]["threshold"] = bar.threshold  # several objectives: no one value ends the episode
         if data["lab"]["failure_policy"] == "ask":
             data["lab"]["failure_policy"] = "skip"  # nobody answers a question in an episode
         return validate_spec(data, source="environment task"), bar
@@ -196,11 +205,17 @@ class CampaignEnvironment(EnvironmentTools):
 
         self._close_campaign()
         self.spec, self.bar = self.episode_spec(seed, task)
+        if self.spec.is_multi_objective:
+            from orchestrator.space.pool import load_pool
+
+            self._pareto = fix_pareto_outcome(self.spec, load_pool(self.spec))
+        else:
+            self._pareto = None
         self._fixed_offer = tuple(self._checked_offer(task.get("offer")))
         campaign_id = task.get("campaign_id") or f"env-{self.spec.campaign.name}-{uuid.uuid4().hex[:8]}"
         self.campaign = Campaign.start(self.spec, db=self.ledger, campaign_id=campaign_id, durability=self.durability)
         self._step, self._potential, self._return = 0, 0.0, 0.0
-        self._read = _EpisodeRead(self._text)
+        self._read = _EpisodeRead(self._text, self.spec.objective.property)
         self._outside, self._tools = {}, None
         self._status = self.campaign.run(summary=False)
         self._potential = self._episode_potential()
@@ -378,12 +393,13 @@ class CampaignEnvironment(EnvironmentTools):
         if tool_result is None and error is None or not self._offer:
             self._offer = self._make_offer(is_asking)
         read = self._read  # brought up to date by the potential, read just before every observation
-        objective = spec.objective
         bar = self.bar.threshold if self.bar is not None and self.bar.is_visible else None
+        objective, objectives = objective_views(spec, bar)
         return EnvironmentObservation(
             campaign_id=ctx.campaign_id, step=self._step, iteration=self._iteration(),
-            objective=ObjectiveView(property=objective.property, unit=objective.unit, direction=objective.direction,
-                                    target=objective.target, tolerance=objective.tolerance, success_bar=bar),
+            objective=objective, objectives=objectives,
+            tradeoff=spec.tradeoff_method if spec.is_multi_objective else None,
+            constraints=constraint_views(spec), front=self._front_view(),
             offer=() if is_done else tuple(self._offer), new_structures=self._new_structures(),
             n_to_propose=self._arm.n if is_asking else 0,
             rungs=tuple(r.name for r in ctx.rungs), rung_results=tuple(read.rung_results),
@@ -394,6 +410,19 @@ class CampaignEnvironment(EnvironmentTools):
             tool_result=tool_result, error=error, is_done=is_done,
             stop_reason=self._status.get("stop_reason") if is_done else None)
 
+    def _front_view(self) -> FrontView | None:
+        """Several objectives: the measured front (``orchestrator.loop.front``); None for one or before a result."""
+        if not self.spec.is_multi_objective:
+            return None
+        from orchestrator.loop.front import campaign_front
+        from orchestrator.loop.history import lab_history
+
+        front = campaign_front(self.spec, lab_history(self.campaign.ctx))
+        if front is None:
+            return None
+        return FrontView(candidate_ids=tuple(p.candidate_id for p in front.points), hypervolume=front.hypervolume,
+                         reference_point=tuple(front.reference_point), reference_inferred=front.reference_inferred)
+
     def _episode_potential(self) -> float:
         """Φ: the sum of the episode's trajectories' current rewards over the lab budget."""
         return sum(self._read.update(self.campaign.ctx).rewards.values()) / self.spec.budget.lab_experiments
@@ -402,6 +431,8 @@ class CampaignEnvironment(EnvironmentTools):
         from orchestrator.loop.history import lab_history
 
         history = lab_history(self.campaign.ctx)
+        if self._pareto is not None:
+            return self._pareto.reward(self.spec, history.measured)
         best = history.best
         objective = self.spec.objective
         is_success = any(objective.is_hit(r[2], self.spec.stop.threshold) for r in history.results)
@@ -431,9 +462,11 @@ class _EpisodeRead:
     """What observations and the potential read from the episode's ledger, kept up to date event by event (each
     step reads only the events appended since the last), rather than rebuilt from every event at every step."""
 
-    def __init__(self, text):
+    def __init__(self, text, first_property: str = "value"):
         self.text = text
         """candidate id -> its SMILES, formula or conditions."""
+        self.first_property = first_property
+        """The first objective's property (a lab result's ``values`` lead with it)."""
         self.seq = 0
         self.lab_results: list[LabResult] = []
         self.rung_results: list[RungResult] = []
@@ -459,7 +492,8 @@ class _EpisodeRead:
             if e.type == Observed.type:
                 self.lab_results.append(LabResult(
                     candidate_id=p["candidate_id"], text=self.text(p["candidate_id"]), status=p["status"],
-                    value=p["value"] if p["status"] == "ok" else None))
+                    value=p["value"] if p["status"] == "ok" else None,
+                    values=measured_values(self.first_property, p)))
             elif e.type in (Simulated.type, Screened.type):
                 for p in (p for kind, p in records_of(e.type, p) if kind == Simulated.type):
                     o = p["observation"]

@@ -77,9 +77,11 @@ def ledger_situations(ledger, campaign_id: str, iterations: list[int], *,
         Budget,
         EnvironmentObservation,
         LabResult,
-        ObjectiveView,
         OfferedCandidate,
         RungResult,
+        constraint_views,
+        measured_values,
+        objective_views,
     )
     from orchestrator.environment.success import fix_success_bar
     from orchestrator.ledger import LedgerError
@@ -95,10 +97,9 @@ def ledger_situations(ledger, campaign_id: str, iterations: list[int], *,
     spec = validate_spec(spec_json, source=f"{campaign_id} (from the ledger)")
     pool = load_pool(spec)
     bar = fix_success_bar(spec, pool)
-    objective = spec.objective
-    view = ObjectiveView(property=objective.property, unit=objective.unit, direction=objective.direction,
-                         target=objective.target, tolerance=objective.tolerance,
-                         success_bar=bar.threshold if bar.is_visible else None)
+    view, views = objective_views(spec, bar.threshold if bar.is_visible else None)
+    several = dict(objectives=views, tradeoff=spec.tradeoff_method if spec.is_multi_objective else None,
+                   constraints=constraint_views(spec))
 
     def text(cid: str) -> str:
         return describe(pool.get(cid)) if cid in pool.index else cid
@@ -111,7 +112,8 @@ def ledger_situations(ledger, campaign_id: str, iterations: list[int], *,
                                           default=events[-1].seq + 1)
         before = [e for e in events if e.seq < cutoff]
         lab = [LabResult(candidate_id=e.payload["candidate_id"], text=text(e.payload["candidate_id"]),
-                         status=e.payload["status"], value=e.payload["value"] if e.payload["status"] == "ok" else None)
+                         status=e.payload["status"], value=e.payload["value"] if e.payload["status"] == "ok" else None,
+                         values=measured_values(spec.objective.property, e.payload))
                for e in before if e.type == Observed.type]
         rungs, compute_s = [], 0.0
         for e in before:
@@ -137,7 +139,8 @@ def ledger_situations(ledger, campaign_id: str, iterations: list[int], *,
                       for k, cid in enumerate(offer_ids))
         budget = spec.budget.lab_experiments
         observation = EnvironmentObservation(
-            campaign_id=campaign_id, step=0, iteration=iteration, objective=view, offer=offer, n_to_propose=1,
+            campaign_id=campaign_id, step=0, iteration=iteration, objective=view, **several,
+            front=_front_view(spec, before), offer=offer, n_to_propose=1,
             rungs=tuple(r.name for r in spec.ladder), rung_results=tuple(rungs), lab_results=tuple(lab),
             budget=Budget(lab_experiments=budget, lab_experiments_left=max(budget - len(dispatched), 0),
                           n_pending=max(len(dispatched) - n_lab_observed, 0), compute_s_used=compute_s))
@@ -249,3 +252,24 @@ _DEFAULT = CampaignReward()
 def campaign_reward(prompts: list[Any], completions: list[Any], env_task: list[str], **kwargs: Any) -> list[float]:
     """TRL reward function for the trl-grpo export: the return of each completion's one-experiment episode."""
     return _DEFAULT(prompts, completions, env_task, **kwargs)
+
+
+def _front_view(spec, events: list):
+    """Several objectives: the measured front of the lab results among ``events`` (``orchestrator.loop.front``);
+    None for one objective or before a result."""
+    if not spec.is_multi_objective:
+        return None
+    from orchestrator.environment.observation import FrontView
+    from orchestrator.loop.front import campaign_front
+    from orchestrator.loop.view.lab_jobs import LabJobs
+
+    jobs = LabJobs(spec.objective.utility, property=spec.objective.property,
+                   learns_failures=spec.lab.failure_policy == "learn")
+    for event in events:
+        if event.type in LabJobs.types:
+            jobs.on(event)
+    front = campaign_front(spec, jobs.history())
+    if front is None:
+        return None
+    return FrontView(candidate_ids=tuple(p.candidate_id for p in front.points), hypervolume=front.hypervolume,
+                     reference_point=tuple(front.reference_point), reference_inferred=front.reference_inferred)

@@ -148,7 +148,8 @@ class EnvironmentTools:
             return {"what": "proposals", "n_total": len(rows), "records": rows[-action.limit:]}
         observation = self._last
         if action.what == "lab_results":
-            rows = [r.model_dump() for r in observation.lab_results]
+            # ``values`` only where the lab measured several properties, so one objective's answer is as it was
+            rows = [r.model_dump(exclude=None if r.values else {"values"}) for r in observation.lab_results]
             return {"what": "lab_results", "n_total": len(rows), "records": rows[-action.limit:]}
         if action.what == "rung_results":
             rows = [r.model_dump() for r in observation.rung_results]
@@ -159,8 +160,10 @@ class EnvironmentTools:
         return {"what": "summary", "n_proposed": len(ctx.ledger.events(ctx.campaign_id, types=[Proposed.type])),
                 "n_lab_results": len(observation.lab_results), "n_lab_failed": len(observation.lab_results) - len(values),
                 "n_rung_results": len(observation.rung_results),
-                "best": best.model_dump() if best is not None else None,
-                "lab_experiments_left": observation.budget.lab_experiments_left}
+                "best": best.model_dump(exclude=None if best.values else {"values"}) if best is not None else None,
+                "lab_experiments_left": observation.budget.lab_experiments_left,
+                **({"front": observation.front.model_dump() if observation.front is not None else None}
+                   if self.spec.is_multi_objective else {})}
 
     def _planning_tools(self):
         """The llm arm's planning tools on the live context, kept while the graph waits on that context: the GP is
@@ -175,8 +178,9 @@ class EnvironmentTools:
         return self._tools
 
     def _predict(self, candidates: list) -> list[tuple[float, float]] | None:
-        """Surrogate mean and sd (objective unit) of candidates, from the campaign's GP; None before it exists. A
-        candidate outside the pool (a written structure) is featurised as the pool's candidates are."""
+        """Surrogate mean and sd (objective unit; several objectives: the trade-off utility) of candidates, from the
+        campaign's GP; None before it exists. A candidate outside the pool (a written structure) is featurised as the
+        pool's candidates are."""
         from vocabulary.domain import featurise
 
         tools = self._planning_tools()
@@ -195,6 +199,8 @@ class EnvironmentTools:
                                     "labels or pool ids")
             X = featurise([candidates[k] for k in outside], pool.space)
             mean[outside], sd[outside] = tools.surrogate.predict(X)
+        if self.spec.is_multi_objective:  # the surrogate models the trade-off utility (unitless, higher is better)
+            return [(float(m), float(s)) for m, s in zip(mean.tolist(), sd.tolist(), strict=True)]
         objective = self.spec.objective
         sign = -1.0 if objective.direction == "minimize" else 1.0
         out = []

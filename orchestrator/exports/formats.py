@@ -14,6 +14,10 @@
 - ``verifiers``: ``results.jsonl`` rows as verifiers writes them (``example_id, prompt, completion, reward,
   metrics, answer, info, timing, is_completed, is_truncated, error, trajectory``) and ``metadata.json`` beside.
 - ``hf``: the native records as a Hugging Face ``datasets.Dataset`` saved with ``save_to_disk`` in ``dataset/``.
+
+Several objectives: every measured property travels with each result (the native record's ``lab.values``, the
+grpo row's ``reference_values``, verifiers' ``answer`` as JSON of them, the hf row's ``lab`` JSON), and the grpo
+prompt is the environment's observation, which lists every objective and the measured front.
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ def _grpo(records: list[dict[str, Any]], out: Path, ledger: Any = None) -> list[
             "rubric_hash": r["versions"]["rubric_hash"],
             "reference_completion": r["completion"],
             "reference_value": r["lab"]["value"] if r["lab"] else None,
+            **({"reference_values": r["lab"]["values"]} if r["lab"] and "values" in r["lab"] else {}),
             "recorded_reward": r["reward"],
             "reward_status": r["status"],
             "schema_version": r["schema_version"],
@@ -156,7 +161,7 @@ def _verifiers(records: list[dict[str, Any]], out: Path) -> list[Path]:
         "completion": _messages(r["completion"], role="assistant"),
         "reward": r["reward"],
         "metrics": {name: entry["score"] for name, entry in r["rewards"].items()},
-        "answer": "" if not r["lab"] or r["lab"]["value"] is None else repr(r["lab"]["value"]),
+        "answer": _answer(r["lab"]),
         "info": {"campaign_id": r["campaign_id"], "trajectory_id": r["trajectory_id"], "arm": r["arm"],
                  "rewards": r["rewards"], "status": r["status"], "versions": r["versions"]},
         "timing": {"generation_ms": None, "scoring_ms": None, "total_ms": None},  # not recorded
@@ -181,6 +186,15 @@ def _verifiers(records: list[dict[str, Any]], out: Path) -> list[Path]:
     meta = out / "metadata.json"
     meta.write_text(json.dumps(metadata, indent=2, sort_keys=True), encoding="utf-8")
     return [results, meta]
+
+
+def _answer(lab: dict[str, Any] | None) -> str:
+    """The verifiers ``answer``: the lab value's repr; every measured property as JSON when there are several."""
+    if not lab or lab["value"] is None:
+        return ""
+    if "values" in lab:
+        return json.dumps(lab["values"], sort_keys=True)
+    return repr(lab["value"])
 
 
 def _hf(records: list[dict[str, Any]], out: Path) -> list[Path]:

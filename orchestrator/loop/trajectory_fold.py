@@ -11,6 +11,13 @@ Events are fed in ledger order (``feed``); ``trajectories(k)`` then gives every 
 (``orchestrator.policy.success_bar``); a ledger from before it was recorded keeps the old rule, the running median of the
 results when the spec sets no bar (``legacy_threshold``). Events of one iteration are appended before any of a later one, so feeding
 by seq and feeding iteration by iteration (``recompute``) see the same thing.
+
+Several objectives (``spec.is_multi_objective``): every lab result is also fed, in observed order, to a
+``rewards.hypervolume.HypervolumeProgress``, and its outcome step carries every measured property
+(``lab_values``), whether it meets the outcome constraints and the hypervolume it adds to the front before it
+(``hypervolume_improvement``). A lab success is then a result that grows the front, so the base rate is the
+Laplace-smoothed share of such results; a proxy rung, calibrated on the first objective only, does not move the
+potential (it stays at the base rate) because no calibrated probability of growing the front exists yet.
 """
 
 from __future__ import annotations
@@ -80,6 +87,9 @@ class Trajectory:
     """(Dispatched payload, lab experiments dispatched before it)."""
     results: dict[str, tuple[dict, float | None]] = field(default_factory=dict)
     """job key -> (lab Observed payload, best lab utility before it)."""
+    gains: dict[str, Any] = field(default_factory=dict)
+    """Several objectives: job key -> (``rewards.hypervolume.HypervolumeGain``, measured properties, whether the
+    outcome constraints are met)."""
     handled: dict[str, str] = field(default_factory=dict)
     """job key -> failure action."""
     steps: list = field(default_factory=list)
@@ -137,6 +147,16 @@ class TrajectoryFold:
         self.bar: SuccessBar | None = None
         """The success bar ``CampaignStarted`` recorded; None for ledgers from before it was recorded."""
         self._n_outlook_changes = 0  # bumped by every event that changes what ``outlook`` reads
+        self._progress = None
+        """Several objectives: the results' hypervolume progress (``rewards.hypervolume.HypervolumeProgress``)."""
+        self._front_flags = array("b")  # several objectives: whether each lab result grew the front, in order
+        if spec.is_multi_objective:
+            from rewards.hypervolume import HypervolumeProgress
+            from vocabulary.pareto import reference_in_utility
+
+            given = spec.tradeoff.reference_point
+            self._progress = HypervolumeProgress(
+                reference_in_utility(spec.objective_list, given) if given is not None else None)
         self._outlook: tuple[int, Outlook] | None = None
 
     @classmethod
@@ -208,15 +228,36 @@ class TrajectoryFold:
     def _on_Observed(self, event: Event) -> None:
         p = event.payload
         best_before = self._best
+        gain = None
         if p["status"] == "ok" and p["value"] is not None:
             u = self.spec.objective.utility(p["value"])
             self._best = u if self._best is None else max(self._best, u)
             self._result_ids.append(sys.intern(p["candidate_id"]))
             self._utilities.append(u)
             self._n_outlook_changes += 1
+            if self._progress is not None:
+                gain = self._add_to_front(p)
         owner = self._job_owner.get(p["job_key"])
         if owner is not None and p["provenance"] == "lab":
             owner.results[p["job_key"]] = (p, best_before)
+            if gain is not None:
+                owner.gains[p["job_key"]] = gain
+
+    def _add_to_front(self, p: dict[str, Any]) -> tuple[Any, dict[str, float], bool | None]:
+        """Several objectives: feed one ok result to the hypervolume progress; (gain, measured, meets)."""
+        from vocabulary.pareto import utility_matrix
+
+        spec = self.spec
+        measured = {spec.objective.property: float(p["value"]),
+                    **{k: float(v) for k, v in (p.get("values") or {}).items()}}
+        meets = all(c.is_met(measured.get(c.property)) for c in spec.constraints) if spec.constraints else None
+        row = [measured.get(o.property, float("nan")) for o in spec.objective_list]
+        utilities = utility_matrix(spec.objective_list, [row])[0]
+        if meets is False:
+            utilities[:] = float("nan")  # a result that breaks a constraint is never on the front
+        gain = self._progress.add(utilities)
+        self._front_flags.append(gain.is_on_front)
+        return gain, measured, meets
 
     def _on_FailureHandled(self, event: Event) -> None:
         owner = self._job_owner.get(event.payload["job_key"])
@@ -289,6 +330,8 @@ class TrajectoryFold:
             validities[rung] = RungValidity(rung=rung, n_pairs=calibration.n_pairs, spearman=calibration.spearman,
                                             auroc=area, intercept=calibration.intercept, slope=calibration.slope,
                                             residual_sd=calibration.residual_sd)
+        if self._progress is not None:  # several objectives: a success grows the front
+            return Outlook(threshold, base_rate(sum(self._front_flags), len(self._front_flags)), validities, utilities)
         return Outlook(threshold, base_rate(n_success, len(utilities)) if threshold is not None else 0.5, validities,
                        utilities)
 
@@ -401,7 +444,7 @@ class TrajectoryFold:
                 phi = 0.0
             else:
                 reached = [r for r in self._order if r in results and results[r].value is not None]
-                if reached and look.threshold is not None:
+                if reached and look.threshold is not None and self._progress is None:
                     top = reached[-1]
                     validity = look.validities[top]
                     probability = success_probability(validity, spec.objective.utility(results[top].value),
@@ -421,12 +464,18 @@ class TrajectoryFold:
             ok = result["status"] == "ok" and result["value"] is not None
             utility = spec.objective.utility(result["value"]) if ok else None
             success = (utility >= look.threshold) if ok and look.threshold is not None else None
+            several = {}
+            if job in t.gains:  # several objectives: the success is growing the front
+                gain, measured, meets = t.gains[job]
+                success = gain.is_on_front
+                several = dict(lab_values=measured, hypervolume_improvement=gain.improvement,
+                               meets_constraints=meets)
             if success is not None:
                 phi = 1.0 if success else 0.0
             t.steps.append((StepContext(stage="outcome", subject=job, arm=d["arm"], is_valid=True,
                                         lab_value=result["value"] if ok else None, utility=utility,
                                         best_utility_before=best_before, is_lab_success=success,
-                                        human_verdicts=self._verdicts.get(("outcome", job), {})), phi))
+                                        human_verdicts=self._verdicts.get(("outcome", job), {}), **several), phi))
         if not t.dispatches:
             t.status = "final"  # held or stopped on the ladder: it will not reach the lab as this trajectory
             return

@@ -6,7 +6,10 @@ lab is the recorded campaign's simulated lab (same oracle, noise and seed) when 
 unchanged, the recorded model calls are copied over, so the llm arm answers from them and no model is called.
 
 The comparison reports which proposals differ, the rewards before and after, and how many lab experiments each
-campaign needed to reach the best result either of them found.
+campaign needed to reach the best result either of them found. With several objectives it also compares the
+measured fronts (``hypervolume``: each campaign's hypervolume after each lab result, over one reference point, the
+spec's or inferred from both campaigns' results) and the lab experiments each needed to reach the original's final
+hypervolume; "best" there is the first objective's.
 """
 
 from __future__ import annotations
@@ -52,8 +55,55 @@ def _lab_results(ledger: Ledger, campaign_id: str, spec: CampaignSpec) -> list[d
         ok = p["status"] == "ok" and p["value"] is not None
         rows.append({"candidate_id": p["candidate_id"], "arm": p["arm"], "value": p["value"],
                      "utility": spec.objective.utility(p["value"]) if ok else None,
-                     "unknown": not ok and (p["reason"] or "").startswith("unknown")})
+                     "unknown": not ok and (p["reason"] or "").startswith("unknown"),
+                     "measured": {spec.objective.property: float(p["value"]),
+                                  **{k: float(v) for k, v in (p.get("values") or {}).items()}} if ok else None})
     return rows
+
+
+def _hypervolumes(spec: CampaignSpec, a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several objectives: both campaigns' hypervolume after each lab result over one reference point (objective
+    units: the spec's, else BoTorch's rule over both campaigns' results), and the lab experiments each needed to
+    reach the original's final hypervolume. Results breaking an outcome constraint add nothing."""
+    import numpy as np
+
+    from vocabulary.pareto import (
+        hypervolume,
+        infer_reference_point,
+        reference_in_units,
+        reference_in_utility,
+        utility_matrix,
+    )
+
+    objectives = spec.objective_list
+
+    def utilities(rows: list[dict[str, Any]]) -> np.ndarray:
+        values = [[m.get(o.property, np.nan) for o in objectives]
+                  if m is not None and all(c.is_met(m.get(c.property)) for c in spec.constraints)
+                  else [np.nan] * len(objectives) for m in (r["measured"] for r in rows)]
+        return utility_matrix(objectives, np.asarray(values, dtype=float).reshape(-1, len(objectives)))
+
+    a, b = utilities(a_rows), utilities(b_rows)
+    given = spec.tradeoff.reference_point
+    both = np.concatenate([a, b])
+    usable = both[np.isfinite(both).all(axis=1)]
+    if given is None and not len(usable):
+        return {"reference_point": None, "reference_inferred": True, "original": [], "what_if": [],
+                "experiments_to_original_hypervolume": {"original": None, "what_if": None}}
+    reference = reference_in_utility(objectives, given) if given is not None else infer_reference_point(usable)
+    curves = {name: [float(hypervolume(Y[: k + 1], reference)) for k in range(len(Y))]
+              for name, Y in (("original", a), ("what_if", b))}
+    goal = curves["original"][-1] if curves["original"] else None
+
+    def reached(curve: list[float]) -> int | None:
+        if not goal:
+            return None
+        return next((n for n, volume in enumerate(curve, start=1) if volume >= goal * (1 - 1e-9)), None)
+
+    return {"reference_point": [float(v) for v in (given if given is not None
+                                                   else reference_in_units(objectives, reference))],
+            "reference_inferred": given is None, **curves,
+            "experiments_to_original_hypervolume": {name: reached(curve) for name, curve in curves.items()}}
 
 
 def _experiments_to(rows: list[dict[str, Any]], utility: float, tolerance: float) -> int | None:
@@ -106,6 +156,7 @@ def compare_campaigns(original: tuple[Ledger, str], what_if: tuple[Ledger, str])
     tolerance = max(a_spec.lab.noise_sd, 1e-9)
     a_dispatched = [r["candidate_id"] for r in a_rows]
     b_dispatched = [r["candidate_id"] for r in b_rows]
+    several = {"hypervolume": _hypervolumes(a_spec, a_rows, b_rows)} if a_spec.is_multi_objective else {}
     return {
         "campaign_id": a_id,
         "what_if_campaign_id": b_id,
@@ -129,6 +180,7 @@ def compare_campaigns(original: tuple[Ledger, str], what_if: tuple[Ledger, str])
             "original": _experiments_to(a_rows, a_best, tolerance) if a_best is not None else None,
             "what_if": _experiments_to(b_rows, a_best, tolerance) if a_best is not None else None,
         },
+        **several,
     }
 
 
@@ -146,6 +198,11 @@ def what_if(ledger: Ledger, campaign_id: str, *, planner: str | None = None, rub
     if planner is None and rubric is None and model is None:
         raise SetupError("a what-if needs --planner, --rubric or --model; for an exact replay leave them all out")
     spec = _spec(ledger, campaign_id)
+    if spec.is_multi_objective and (recorded_lab or spec.lab.driver != "simlab"):
+        # the recorded lab answers the first objective only (instruments.recorded), so the front cannot be rebuilt
+        raise SetupError("a what-if against recorded results is not supported yet for a campaign with several "
+                         "objectives (the recorded lab returns the first objective only); replay it on the same "
+                         "simulated lab: leave out --recorded-lab")
     new_spec = what_if_spec(spec, db_url=ledger.location, campaign_id=campaign_id, planner=planner, rubric=rubric, model=model,
                             recorded_lab=recorded_lab)
     if out_db is None:
