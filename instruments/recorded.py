@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from instruments.oracle import TableOracle
+from instruments.oracle import MeasuredProperty, TableOracle
 from instruments.simlab import SimLabDriver
 
 __all__ = ["RecordedLabDriver", "UNKNOWN_PREFIX"]
@@ -35,12 +35,18 @@ class RecordedLabDriver(SimLabDriver):
     Args:
         values: candidate id -> the recorded lab value (the mean of its successful repeats), in the objective's
             unit.
+        measured_values: every other property the recorded campaign measured (further objectives, constraints):
+            property -> candidate id -> recorded value (NaN where that result lacks it).
         **params: SimLab keyword arguments (stations, durations_s, ...), except oracle and noise.
     """
 
     name = "recorded"
 
-    def __init__(self, *, values: Mapping[str, float], **params: Any) -> None:
+    def __init__(self, *, values: Mapping[str, float], measured_values: Mapping[str, Mapping[str, float]] | None = None,
+                 **params: Any) -> None:
         params.pop("oracle", None)
         params["noise_sd"] = 0.0
-        super().__init__(oracle=_RecordedOracle(dict(values), property="recorded"), **params)
+        measured = {name: MeasuredProperty(_RecordedOracle(dict(by_id), property=name), noise_sd=0.0, is_required=False)
+                    for name, by_id in (measured_values or {}).items()}
+        super().__init__(oracle=_RecordedOracle(dict(values), property="recorded"), measured=measured or None,
+                         **params)

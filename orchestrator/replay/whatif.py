@@ -198,11 +198,6 @@ def what_if(ledger: Ledger, campaign_id: str, *, planner: str | None = None, rub
     if planner is None and rubric is None and model is None:
         raise SetupError("a what-if needs --planner, --rubric or --model; for an exact replay leave them all out")
     spec = _spec(ledger, campaign_id)
-    if spec.is_multi_objective and (recorded_lab or spec.lab.driver != "simlab"):
-        # the recorded lab answers the first objective only (instruments.recorded), so the front cannot be rebuilt
-        raise SetupError("a what-if against recorded results is not supported yet for a campaign with several "
-                         "objectives (the recorded lab returns the first objective only); replay it on the same "
-                         "simulated lab: leave out --recorded-lab")
     new_spec = what_if_spec(spec, db_url=ledger.location, campaign_id=campaign_id, planner=planner, rubric=rubric, model=model,
                             recorded_lab=recorded_lab)
     if out_db is None:
