@@ -7,6 +7,8 @@
 - Observation: a ``Dict`` of float32 arrays over the offer: ``mean`` and ``sd`` (the surrogate's, objective unit,
   0 before it exists), ``mask`` (1 where a candidate is on offer), ``features`` (the pool's feature rows), and
   ``has_surrogate``, ``budget_left`` (share of the lab budget) and ``best`` (the best lab value so far, 0 before any).
+  With several objectives ``best`` has one entry per objective (each the best so far in its own direction, its
+  unit) and ``hypervolume`` is the measured front's (0 before any); ``mean`` and ``sd`` stay the surrogate's.
 - ``reset(seed, options)`` passes ``options`` as the episode's task (``lab_budget``, ``success_quantile``, …);
   ``render()`` returns the text observation (``render_mode="ansi"``).
 
@@ -31,6 +33,18 @@ spaces = gym.spaces
 __all__ = ["CampaignGymEnv"]
 
 
+def _best(values: list[float | None], objective: Any) -> float:
+    """The best of ``values`` in the objective's direction (a target: the smallest distance to it); 0 before any."""
+    values = [v for v in values if v is not None and np.isfinite(v)]
+    if not values:
+        return 0.0
+    if objective.direction == "maximize":
+        return max(values)
+    if objective.direction == "minimize":
+        return min(values)
+    return min(abs(v - objective.target) for v in values)
+
+
 class CampaignGymEnv(gym.Env):
     """A campaign as a gymnasium environment (see the module docstring)."""
 
@@ -46,6 +60,8 @@ class CampaignGymEnv(gym.Env):
 
         self._pool = load_pool(self.core.base_spec)
         n_features = int(np.asarray(self._pool.features).shape[1])
+        spec = self.core.base_spec
+        self._objectives = list(spec.objective_list) if spec.is_multi_objective else []
         box = lambda *shape: spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)  # noqa: E731
         self.observation_space = spaces.Dict({
             "mean": box(n_offer), "sd": spaces.Box(0.0, np.inf, shape=(n_offer,), dtype=np.float32),
@@ -53,7 +69,8 @@ class CampaignGymEnv(gym.Env):
             "features": box(n_offer, n_features),
             "has_surrogate": spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32),
             "budget_left": spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32),
-            "best": box(1),
+            "best": box(max(1, len(self._objectives))),
+            **({"hypervolume": spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float32)} if self._objectives else {}),
         })
         self.action_space = spaces.Discrete(n_offer)
         self._obs: EnvironmentObservation | None = None
@@ -68,16 +85,19 @@ class CampaignGymEnv(gym.Env):
             mean[k] = c.mean if c.mean is not None else 0.0
             sd[k] = c.sd if c.sd is not None else 0.0
             features[k] = np.asarray(pool.features[pool.index[c.candidate_id]], dtype=np.float32)
-        values = [r.value for r in obs.lab_results if r.value is not None]
-        best = 0.0
-        if values:
-            best = max(values) if obs.objective.direction == "maximize" else (
-                min(values) if obs.objective.direction == "minimize" else min(abs(v - obs.objective.target) for v in values))
+        if self._objectives:
+            best = [_best([r.values.get(o.property) for r in obs.lab_results], o) for o in self._objectives]
+        else:
+            best = [_best([r.value for r in obs.lab_results], obs.objective)]
         b = obs.budget
-        return {"mean": mean, "sd": sd, "mask": mask, "features": features,
-                "has_surrogate": np.asarray([float(any(c.mean is not None for c in obs.offer))], dtype=np.float32),
-                "budget_left": np.asarray([b.lab_experiments_left / b.lab_experiments], dtype=np.float32),
-                "best": np.asarray([best], dtype=np.float32)}
+        arrays = {"mean": mean, "sd": sd, "mask": mask, "features": features,
+                  "has_surrogate": np.asarray([float(any(c.mean is not None for c in obs.offer))], dtype=np.float32),
+                  "budget_left": np.asarray([b.lab_experiments_left / b.lab_experiments], dtype=np.float32),
+                  "best": np.asarray(best, dtype=np.float32)}
+        if self._objectives:
+            hypervolume = obs.front.hypervolume if obs.front is not None else 0.0
+            arrays["hypervolume"] = np.asarray([hypervolume], dtype=np.float32)
+        return arrays
 
     def action_masks(self) -> np.ndarray:
         """Which actions name a candidate on offer now (int8, for masked sampling)."""

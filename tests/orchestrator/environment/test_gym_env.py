@@ -79,3 +79,28 @@ def test_a_bo_like_policy_beats_a_random_valid_policy_over_seeds(tmp_path):
     bo_best, random_best = (np.mean([b for _, b in runs[p]]) for p in ("bo", "random"))
     assert bo_return > random_return, runs
     assert bo_best > random_best, runs
+
+
+def test_with_two_objectives_best_has_one_entry_per_objective_and_the_front_its_hypervolume():
+    from gymnasium.utils.env_checker import check_env
+
+    from orchestrator.environment.gym_env import CampaignGymEnv
+    from tests.rewards.two_objectives import pool_rows, two_objective_spec
+
+    env = CampaignGymEnv(two_objective_spec(), n_offer=6)
+    try:
+        check_env(env, skip_render_check=True)
+        obs, _ = env.reset(seed=0)
+        assert obs["best"].shape == (2,) and obs["hypervolume"].tolist() == [0.0]
+        for _ in range(4):
+            obs, _, terminated, truncated, _ = env.step(int(np.flatnonzero(obs["mask"])[0]))
+            if terminated or truncated:
+                break
+        measured = [r.values for r in env._obs.lab_results if r.values]
+        assert measured
+        assert obs["best"][0] == pytest.approx(max(m["a"] for m in measured))
+        assert obs["best"][1] == pytest.approx(min(m["b"] for m in measured))
+        assert obs["hypervolume"][0] == pytest.approx(env._obs.front.hypervolume) and obs["hypervolume"][0] > 0
+        assert {r["a"] for r in pool_rows()} >= {m["a"] for m in measured}
+    finally:
+        env.close()
