@@ -6,8 +6,9 @@ fitted on the objective's utility (maximize / minimize), or on its value for a t
 (``N_SAMPLES`` scrambled-Sobol normal draws per objective, seeded by the campaign seed and the iteration), exact
 hypervolume improvement per draw (``vocabulary.pareto.HypervolumeCells``), over the front of the posterior MEANS at
 the observed results that meet the outcome constraints (the noisy-EHVI plug-in: a lucky measurement does not set
-the front), plus every pending job's and every earlier batch pick's posterior mean (Kriging believer; the GPs are
-conditioned on them too, which shrinks their uncertainty nearby). Reference point: the spec's, else
+the front), plus every pending job's posterior mean (Kriging believer; the GPs are conditioned on them too). The
+batch's earlier picks are drawn jointly with each candidate (``JOINT_BATCH``, ``joint_log_ehvi``: in each draw a
+pick takes its value and moves the candidates' means with it), qNEHVI's sequential greedy. Reference point: the spec's, else
 ``infer_reference_point`` of the measured utilities.
 
 The score is log(mean HVI); a candidate none of whose draws improves the front gets ``LOG_FLOOR`` minus its
@@ -45,11 +46,15 @@ from vocabulary.pareto import (
     utility_matrix,
 )
 
-__all__ = ["LOG_FLOOR", "N_SAMPLES", "ObjectiveModel", "ParetoPlanner", "describe_expected", "expected_objectives",
-           "fit_objective_models", "log_ehvi"]
+__all__ = ["JOINT_BATCH", "LOG_FLOOR", "N_SAMPLES", "ObjectiveModel", "ParetoPlanner", "describe_expected", "expected_objectives",
+           "fit_objective_models", "joint_log_ehvi", "log_ehvi"]
 
 N_SAMPLES = 128
 """Monte-Carlo draws per objective (a power of two, for the Sobol sequence)."""
+
+JOINT_BATCH = True
+"""Earlier picks of a batch count by their joint draws with each candidate (qNEHVI's sequential greedy), not by
+their posterior means (the Kriging believer on the front); the GPs are conditioned on them either way."""
 
 LOG_FLOOR = -1e4
 """Score of a candidate that improves the front in none of its draws, before its shortfall is taken off."""
@@ -179,6 +184,31 @@ def log_ehvi(cells: HypervolumeCells, models: list[ObjectiveModel], mean: np.nda
     return scores
 
 
+def joint_log_ehvi(cells: HypervolumeCells, front: np.ndarray, picked: np.ndarray, models: list[ObjectiveModel],
+                   mean: np.ndarray, sd: np.ndarray, shift: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """``log_ehvi`` with the batch's earlier picks drawn jointly with each candidate: in draw s the front is
+    ``front`` (utility form) plus every pick's value in that draw (``picked``: (S, n_picks, m)), and a candidate's
+    value is its believer-conditioned mean moved by ``shift`` (N, S, m: ``PoolPosterior.shift`` of the same
+    draws) plus its remaining sd times ``draws`` (S, m). The improvement over the larger front is at most the one
+    over ``cells`` (the front without the picks), so only draws that improve on ``cells`` are recomputed."""
+    samples = mean[:, None, :] + shift + sd[:, None, :] * draws[None, :, :]
+    utility = np.stack([model.to_utility(samples[..., d]) for d, model in enumerate(models)], axis=-1)
+    hvi = np.zeros(utility.shape[:2])
+    may_improve = cells.improvement(utility.max(axis=1)) > 0
+    if may_improve.any():
+        hvi[may_improve] = cells.improvement(utility[may_improve])
+    for s in np.flatnonzero((hvi > 0).any(axis=0)):
+        rows = np.flatnonzero(hvi[:, s] > 0)
+        with_picks = HypervolumeCells.from_front(np.vstack([front, picked[s]]), cells.reference)
+        hvi[rows, s] = with_picks.improvement(utility[rows, s])
+    hvi = hvi.mean(axis=1)
+    mean_utility = np.stack([model.to_utility(mean[:, d]) for d, model in enumerate(models)], axis=-1)
+    scores = LOG_FLOOR - cells.shortfall(mean_utility, np.maximum(sd, 1e-9))
+    improving = hvi > 0
+    scores[improving] = np.log(hvi[improving])
+    return scores
+
+
 class ParetoPlanner:
     """Proposes the batch that maximises log EHVI over the Pareto front (module docstring), greedy and
     pending-aware. Until every objective's GP can be fitted it proposes ``cold_start``'s initial design: the
@@ -213,26 +243,42 @@ class ParetoPlanner:
             surrogate = model.surrogate.fantasize(X_pending) if len(pending) else model.surrogate
             posteriors.append(surrogate.pool_posterior(X_available))
         reference = _reference(context, objectives)
-        draws = _normal_draws(context, len(models))
+        m = len(models)
+        draws = _normal_draws(context, m * (1 + n) if JOINT_BATCH else m)
+        draws, innovations = draws[:, :m], draws[:, m:].reshape(len(draws), n, m) if JOINT_BATCH else None
         weight = outcome_log_weight(context, available)
         weight = np.zeros(len(available)) if weight is None else weight
         is_picked = np.zeros(len(available), dtype=bool)
         picks, scores_at_pick = [], []
+        picked_samples: list[np.ndarray] = []  # per pick, (S, m) utility draws joint with the candidates' (JOINT_BATCH)
+        cells = HypervolumeCells.from_front(front, reference)
         for _ in range(n):
-            cells = HypervolumeCells.from_front(front, reference)
             mean = np.stack([p.mean for p in posteriors], axis=1)
             sd = np.stack([p.sd for p in posteriors], axis=1)
-            scores = log_ehvi(cells, models, mean, sd, draws) + weight
+            if JOINT_BATCH and picks:
+                shift = np.stack([p.shift(innovations[:, :len(picks), d].T) for d, p in enumerate(posteriors)],
+                                 axis=-1)  # (N, S, m)
+                scores = joint_log_ehvi(cells, front, np.stack(picked_samples, axis=1), models, mean, sd, shift,
+                                        draws) + weight
+            else:
+                scores = log_ehvi(cells, models, mean, sd, draws) + weight
             scores[is_picked] = -np.inf
             k = int(np.argmax(scores))  # ties resolve to the lowest pool row
             picks.append(k)
             scores_at_pick.append(float(scores[k]))
             is_picked[k] = True
-            believed = np.array([model.to_utility(mean[k, d]) for d, model in enumerate(models)])
-            front = np.vstack([front, believed[None, :]])
             if len(picks) < n:
                 for posterior in posteriors:
                     posterior.add_fantasy(k)
+                if JOINT_BATCH:
+                    own = np.stack([p.mean[k] + p.shift(innovations[:, :len(picks), d].T)[k]
+                                    for d, p in enumerate(posteriors)], axis=-1)  # (S, m): the pick's value per draw
+                    picked_samples.append(np.stack([model.to_utility(own[:, d]) for d, model in enumerate(models)],
+                                                   axis=-1))
+                else:
+                    believed = np.array([model.to_utility(mean[k, d]) for d, model in enumerate(models)])
+                    front = np.vstack([front, believed[None, :]])
+                    cells = HypervolumeCells.from_front(front, reference)
         return self._proposals(context, models, available[picks], scores_at_pick)
 
     def _proposals(self, context: PlanningContext, models: list[ObjectiveModel], rows: np.ndarray,

@@ -465,6 +465,18 @@ class PoolPosterior:
         """Posterior sd of the latent function over the pool, in y units, shape (n_pool,)."""
         return np.sqrt(np.clip(self._var, 0.0, None)) * self._y_sd
 
+    def shift(self, z: np.ndarray) -> np.ndarray:
+        """How far the pool's mean moves when the fantasies' observations come back ``z`` standard deviations from
+        their predictions (``z``: (n_fantasies, S) standard-normal draws, in fantasy order; each observation's
+        innovation): (n_pool, S), y units. ``mean + shift`` with independent draws samples the pool's posterior
+        mean jointly with the fantasies, which the believer (z = 0) holds fixed."""
+        z = np.asarray(z, dtype=float)
+        if z.ndim != 2 or len(z) != len(self._updates):
+            raise SetupError(f"z has shape {z.shape}; expected ({len(self._updates)}, n_draws), a row per fantasy")
+        if not self._updates:
+            return np.zeros((len(self.mean), z.shape[1]))
+        return (np.stack(self._updates, axis=1) @ z) * self._y_sd
+
     def add_fantasy(self, index: int) -> None:
         """Condition on a believed observation at pool row ``index``."""
         import torch

@@ -174,3 +174,28 @@ def test_a_desirability_runs_the_single_objective_path_on_its_scalar(tmp_path):
     assert all(0.15 < frame["a"][r] < 0.85 for r in rows)
     # planning on the scalar changes nothing else: same plan twice
     assert _rows(pool, BOPlanner().propose(dataclasses.replace(context), 2)) == rows
+
+
+def test_joint_draws_of_earlier_picks_leave_nothing_for_their_copy_and_reduce_to_log_ehvi_without_them():
+    from orchestrator.policy.planners.pareto import (
+        ObjectiveModel,
+        joint_log_ehvi,
+        log_ehvi,
+    )
+    from vocabulary.pareto import HypervolumeCells
+
+    rng = np.random.default_rng(0)
+    models = [ObjectiveModel(None, None, is_value=False) for _ in range(2)]
+    front, reference = np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([-1.0, -1.0])
+    cells = HypervolumeCells.from_front(front, reference)
+    mean, sd = np.array([[0.8, 0.8], [0.5, 0.9], [-0.5, -0.5]]), np.array([[0.3, 0.3], [0.2, 0.2], [0.1, 0.1]])
+    draws = rng.standard_normal((64, 2))
+    alone = joint_log_ehvi(cells, front, np.zeros((64, 0, 2)), models, mean, sd, np.zeros((3, 64, 2)), draws)
+    np.testing.assert_allclose(alone, log_ehvi(cells, models, mean, sd, draws))
+    # the first candidate was picked: in each draw it took its value, and its copy (no sd left) has nothing to add
+    picked = (mean[0] + sd[0] * draws)[:, None, :]
+    shift = np.zeros((3, 64, 2))
+    shift[0] = sd[0] * draws
+    after = joint_log_ehvi(cells, front, picked, models, mean, np.array([[0.0, 0.0], *sd[1:]]), shift, draws)
+    assert after[0] < -1e3 < alone[0]  # the floor: no draw improves on the front with the pick in it
+    assert after[1] <= alone[1] + 1e-12 and after[2] <= alone[2] + 1e-12

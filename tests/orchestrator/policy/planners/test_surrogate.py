@@ -288,6 +288,29 @@ def test_pool_posterior_fantasies_equal_rebuilding_the_gp(sine_surrogate):
     assert posterior.fantasies == [60, 2, 55]
 
 
+
+def test_a_fantasys_shift_is_how_the_pool_mean_moves_when_its_observation_comes_back_off(sine_surrogate):
+    """``shift`` with one draw per fantasy: the mean's move when that fantasy's observation lands away from its
+    prediction (a second fantasy's with the first held at its believed value), up to the draw's scale."""
+    pool = np.linspace(-2.0, 10.0, 61)[:, None]
+    posterior = sine_surrogate.pool_posterior(pool)
+    X, y, h = sine_surrogate.X_train, sine_surrogate.y_train, sine_surrogate.hyperparameters
+    believed = list(y)
+    for n, index in enumerate((60, 20)):
+        posterior.add_fantasy(index)
+        before = GPSurrogate.from_hyperparameters(np.vstack([X, pool[[60, 20][:n + 1]]]),
+                                                  np.array(believed + [posterior.mean[index]]), h).predict(pool)[0]
+        off = GPSurrogate.from_hyperparameters(np.vstack([X, pool[[60, 20][:n + 1]]]),
+                                               np.array(believed + [posterior.mean[index] + 1.0]), h).predict(pool)[0]
+        z = np.zeros((n + 1, 1))
+        z[n] = 1.0
+        shift = posterior.shift(z)[:, 0]
+        assert shift.shape == (61,)
+        assert np.allclose(shift / shift[index], (off - before) / (off - before)[index], atol=1e-6)
+        believed.append(posterior.mean[index])
+    assert np.allclose(posterior.shift(np.zeros((2, 3))), 0.0)
+    assert sine_surrogate.pool_posterior(pool).shift(np.zeros((0, 4))).shape == (61, 4)
+
 # --------------------------------------------------------------------------------------------------- imports
 def test_importing_the_planner_modules_does_not_import_torch():
     code = (
