@@ -42,7 +42,7 @@ from vocabulary.pareto import (
     utility_matrix,
 )
 
-__all__ = ["Front", "FrontPoint", "campaign_front", "hypervolume_unit", "ledger_front"]
+__all__ = ["Front", "FrontPoint", "campaign_front", "hypervolume_unit", "ledger_front", "ledger_history"]
 
 
 @dataclass(frozen=True)
@@ -127,11 +127,9 @@ def campaign_front(spec, history: LabHistory, describe: Callable[[str], str] | N
                  n_breaking_constraints=int((~feasible).sum()), units=[o.unit for o in objectives])
 
 
-def ledger_front(ledger, campaign_id: str, spec) -> Front | None:
-    """``campaign_front`` of a campaign read back from its ledger (imported past results first, as the loop sees
-    them); labels are ``space.pool.describe`` of each candidate. None for one objective."""
-    if not spec.is_multi_objective:
-        return None
+def ledger_history(ledger, campaign_id: str, spec):
+    """A campaign's lab history read back from its ledger (imported past results first, as the loop sees them) and
+    its candidates' labels (``space.pool.describe``, by candidate id): ``(LabHistory, dict)``."""
     import json
 
     from orchestrator.loop.view.lab_jobs import LabJobs
@@ -144,4 +142,13 @@ def ledger_front(ledger, campaign_id: str, spec) -> Front | None:
         jobs.on(event)
     labels = {row.candidate_id: describe(candidate_from_dict(json.loads(row.canonical)))
               for row in ledger.candidates(campaign_id)}
-    return campaign_front(spec, jobs.history(), describe=lambda cid: labels.get(cid, cid))
+    return jobs.history(), labels
+
+
+def ledger_front(ledger, campaign_id: str, spec) -> Front | None:
+    """``campaign_front`` of a campaign read back from its ledger (``ledger_history``); labels are
+    ``space.pool.describe`` of each candidate. None for one objective."""
+    if not spec.is_multi_objective:
+        return None
+    history, labels = ledger_history(ledger, campaign_id, spec)
+    return campaign_front(spec, history, describe=lambda cid: labels.get(cid, cid))

@@ -19,12 +19,16 @@ Example:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from html import escape as e
 from typing import TYPE_CHECKING
 
-from orchestrator.loop.front import Front, campaign_front, hypervolume_unit
+from orchestrator.loop.front import (
+    Front,
+    campaign_front,
+    hypervolume_unit,
+    ledger_history,
+)
 from vocabulary.numbers import rounded
 
 if TYPE_CHECKING:
@@ -72,17 +76,7 @@ def front_data(ledger: Ledger, campaign_id: str, spec: CampaignSpec) -> FrontDat
     objective)."""
     if not spec.is_multi_objective:
         return None
-    from orchestrator.loop.view.lab_jobs import LabJobs
-    from orchestrator.space.pool import describe
-    from vocabulary.domain import candidate_from_dict
-
-    jobs = LabJobs(spec.objective.utility, property=spec.objective.property,
-                   learns_failures=spec.lab.failure_policy == "learn")
-    for event in ledger.events(campaign_id, types=sorted(LabJobs.types)):
-        jobs.on(event)
-    history = jobs.history()
-    labels = {row.candidate_id: describe(candidate_from_dict(json.loads(row.canonical)))
-              for row in ledger.candidates(campaign_id)}
+    history, labels = ledger_history(ledger, campaign_id, spec)
     front = campaign_front(spec, history, describe=lambda cid: labels.get(cid, cid))
     if front is None:
         return None

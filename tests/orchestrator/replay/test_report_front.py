@@ -29,16 +29,18 @@ def _pool(tmp_path) -> str:
     return str(path)
 
 
-def _spec(pool: str, *, n_objectives: int = 2) -> CampaignSpec:
+def front_spec(pool: str, *, n_objectives: int = 2, seed: int = 3, lab_experiments: int = 10) -> CampaignSpec:
+    """A campaign on ``pool`` (columns x, y, a, b, c): maximise a (%), minimise b (nm), with c >= 1 for several
+    objectives; random planner, batches of 2."""
     objectives = [{"property": "a", "direction": "maximize", "column": "a", "unit": "%"},
                   {"property": "b", "direction": "minimize", "column": "b", "unit": "nm"}]
     return CampaignSpec.model_validate({
-        "campaign": {"name": "front", "kind": "conditions", "seed": 3},
+        "campaign": {"name": "front", "kind": "conditions", "seed": seed},
         "objective": objectives[:n_objectives] if n_objectives > 1 else objectives[0],
         "constraint": [{"property": "c", "lower": 1.0, "column": "c"}] if n_objectives > 1 else [],
         "space": {"pool": pool, "columns": ["x", "y"]},
         "lab": {"driver": "simlab", "oracle_column": "a"},
-        "budget": {"lab_experiments": 10},
+        "budget": {"lab_experiments": lab_experiments},
         "planner": {"main": "random", "control": None, "control_share": 0, "batch_size": 2, "n_initial": 2},
         "stop": {"on_target": False},
     })
@@ -48,7 +50,7 @@ def _spec(pool: str, *, n_objectives: int = 2) -> CampaignSpec:
 def campaign(tmp_path_factory):
     """A finished two-objective campaign with a constraint: (ledger path, spec)."""
     tmp = tmp_path_factory.mktemp("front")
-    spec = _spec(_pool(tmp))
+    spec = front_spec(_pool(tmp))
     db = tmp / "ledger.db"
     with Campaign.start(spec, db=db, campaign_id=CID) as run:
         run.run()
@@ -158,7 +160,7 @@ def test_the_front_steps_join_the_front_through_corners_it_dominates(ledger_of, 
 
 
 def test_a_one_objective_report_has_no_front_section(tmp_path):
-    spec = _spec(_pool(tmp_path), n_objectives=1)
+    spec = front_spec(_pool(tmp_path), n_objectives=1)
     db = tmp_path / "one.db"
     with Campaign.start(spec.with_overrides(lab_budget=4), db=db, campaign_id="one") as run:
         run.run()

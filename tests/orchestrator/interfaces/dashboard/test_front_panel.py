@@ -10,7 +10,7 @@ import pytest
 from orchestrator.ledger import Ledger
 from orchestrator.loop.campaign import Campaign
 from orchestrator.loop.front import ledger_front
-from orchestrator.spec import CampaignSpec
+from tests.orchestrator.replay.test_report_front import front_spec
 
 pytest.importorskip("jinja2", reason='the dashboard extra is not installed: pip install "closedloop[dashboard]"')
 
@@ -22,21 +22,6 @@ from orchestrator.interfaces.dashboard.views import pareto_front  # noqa: E402
 LOCAL = "http://127.0.0.1:8765"
 
 
-def _spec(pool: str, *, n_objectives: int) -> CampaignSpec:
-    objectives = [{"property": "a", "direction": "maximize", "column": "a", "unit": "%"},
-                  {"property": "b", "direction": "minimize", "column": "b", "unit": "nm"}]
-    return CampaignSpec.model_validate({
-        "campaign": {"name": "front", "kind": "conditions", "seed": 5},
-        "objective": objectives if n_objectives > 1 else objectives[0],
-        "constraint": [{"property": "c", "lower": 1.0, "column": "c"}] if n_objectives > 1 else [],
-        "space": {"pool": pool, "columns": ["x", "y"]},
-        "lab": {"driver": "simlab", "oracle_column": "a"},
-        "budget": {"lab_experiments": 8},
-        "planner": {"main": "random", "control": None, "control_share": 0, "batch_size": 2, "n_initial": 2},
-        "stop": {"on_target": False},
-    })
-
-
 @pytest.fixture(scope="module")
 def ledger_db(tmp_path_factory):
     """One ledger with a two-objective campaign ("two") and a one-objective one ("one") on the same pool."""
@@ -46,7 +31,8 @@ def ledger_db(tmp_path_factory):
                                               for x in range(4) for y in range(4)]) + "\n")
     db = tmp / "ledger.db"
     for campaign_id, n in (("two", 2), ("one", 1)):
-        with Campaign.start(_spec(str(pool), n_objectives=n), db=db, campaign_id=campaign_id) as run:
+        spec = front_spec(str(pool), n_objectives=n, seed=5, lab_experiments=8)
+        with Campaign.start(spec, db=db, campaign_id=campaign_id) as run:
             run.run()
     return db
 
