@@ -203,7 +203,8 @@ def funnel_stages(ledger: Ledger, campaign_id: str, rungs: list[str]) -> list[tu
 
 def lab_results(ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, limit: int = 500) -> list[dict[str, Any]]:
     """The newest ``limit`` lab results, newest first: iteration, job key, candidate (label, drawing), arm, value,
-    its unit and uncertainty (the lab's sd; None when it gave none), status or failure reason, and lab hours.
+    its unit and uncertainty (the lab's sd; None when it gave none), status or failure reason, lab hours, and
+    ``others_text``: every other measured property (further objectives, constraints) with its unit, "" for one.
 
     Results entered by hand or measured off-plan are lab results too (every provenance but ``imported``)."""
     origin = lab_origin_s(ledger, campaign_id)
@@ -211,16 +212,21 @@ def lab_results(ledger: Ledger, campaign_id: str, spec: CampaignSpec, *, limit: 
                 if e.payload.get("provenance", "lab") != "imported"][::-1][:limit]
     candidates = CandidateText(ledger, campaign_id)
     unit = spec.objective.unit or ""
+    units = {**{c.property: c.unit for c in spec.constraints}, **{o.property: o.unit for o in spec.objective_list}}
+    others = spec.measured_properties[1:]
     rows = []
     for e in observed:
         p = e.payload
+        values = p.get("values") or {}
+        measured = ", ".join(f"{name} {rounded(values[name])}" + (f" {units[name]}" if units.get(name) else "")
+                             for name in others if values.get(name) is not None)
         rows.append({"seq": e.seq, "iteration": p["iteration"], "job_key": p["job_key"],
                      **candidates.about(p["candidate_id"]), "arm": p["arm"], "value": p["value"], "unit": unit,
                      "uncertainty": p.get("uncertainty"),
                      **dict(zip(("value_text", "uncertainty_text"), rounded_pair(p["value"], p.get("uncertainty")),
                                 strict=True)),
                      "status": p["status"], "reason": p.get("reason"), "provenance": p.get("provenance", "lab"),
-                     "lab_hours": (p["sim_time_s"] - origin) / 3600.0})
+                     "lab_hours": (p["sim_time_s"] - origin) / 3600.0, "others_text": measured})
     return rows
 
 

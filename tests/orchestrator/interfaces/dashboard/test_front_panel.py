@@ -91,3 +91,9 @@ def test_the_front_panel_reads_the_ledger_alone(ledger_db):
         ledger.close()
     assert panel["rows"] and all(len(r["values"]) == 3 for r in panel["rows"])
     assert all(float(r["values"][2]) >= 1.0 for r in panel["rows"])  # every front point meets the constraint
+
+
+def test_the_lab_results_table_lists_every_other_measurement_with_its_unit(client):
+    two = client.get("/campaigns/two/fragments/results").text
+    assert "other measurements" in two and re.search(r"b [\d.]+ nm, c [\d.]+", two)
+    assert "other measurements" not in client.get("/campaigns/one/fragments/results").text
