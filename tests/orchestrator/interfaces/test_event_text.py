@@ -84,9 +84,10 @@ def test_an_infeasible_failure_and_an_entered_result_say_so():
             == "human:ada entered x=1; y=2: a 0.5 %, b 180.3 nm (ok) at 2.0 h")
 
 
-def test_show_names_every_value_with_its_unit_from_the_spec_in_the_ledger(campaign):
+def test_show_names_every_value_with_its_unit_from_the_spec_in_the_ledger(campaign, monkeypatch):
     from typer.testing import CliRunner
 
+    from orchestrator.interfaces import cli_common
     from orchestrator.interfaces.cli import app
     from orchestrator.interfaces.event_text import campaign_units
 
@@ -94,7 +95,8 @@ def test_show_names_every_value_with_its_unit_from_the_spec_in_the_ledger(campai
     ledger = Ledger.open(db)
     assert campaign_units(ledger, CID) == measured_units(spec) == {"a": "%", "b": "nm", "c": ""}
     assert campaign_units(ledger, "no-such-campaign") is None
-    result = CliRunner().invoke(app, ["show", CID, "--db", str(db)], env={"COLUMNS": "400"})
+    monkeypatch.setattr(cli_common.out, "width", 400)  # one line per event, whatever the terminal
+    result = CliRunner().invoke(app, ["show", CID, "--db", str(db)])
     assert result.exit_code == 0, result.output
     observed = [line for line in result.output.splitlines() if " Observed " in line]
     assert observed and all(": a " in line and " nm" in line and ", c " in line for line in observed)
