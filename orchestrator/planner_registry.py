@@ -26,8 +26,8 @@ from typing import Any
 from vocabulary.domain import SetupError
 from vocabulary.plugins import entry_points, entry_points_by_name
 
-__all__ = ["ENTRY_POINT_GROUP", "PlannerFactory", "installed_planner_names", "make_planner", "planner_names",
-           "register_planner"]
+__all__ = ["BENCH_ONLY_ARMS", "ENTRY_POINT_GROUP", "PlannerFactory", "installed_planner_names", "make_planner",
+           "planner_names", "register_planner", "unknown_arm_message"]
 
 ENTRY_POINT_GROUP = "closedloop.planners"
 
@@ -36,6 +36,18 @@ PlannerFactory = Callable[[Any], Any]
 
 _REGISTRY: dict[str, PlannerFactory] = {}
 """Arms registered in this process with ``register_planner``."""
+
+BENCH_ONLY_ARMS = {"llm-oracle": "it reads the simulated lab's ground truth (the ceiling of the llm arm's bracket); "
+                                 "run it with `closedloop bench --arms llm,llm-random,llm-oracle`"}
+"""Arms that only ``closedloop bench`` registers, with why: a campaign never gets them."""
+
+
+def unknown_arm_message(name: str) -> str:
+    """Why ``name`` is no arm, and what to do (a bench-only arm says so)."""
+    if name in BENCH_ONLY_ARMS:
+        return f"planner arm {name!r} exists only in benchmarks: {BENCH_ONLY_ARMS[name]}"
+    return (f"planner arm {name!r} is unknown; available arms: {list(planner_names())} "
+            "(register others with orchestrator.policy.planners.register_planner)")
 
 
 def _entry_points() -> dict[str, list[EntryPoint]]:
@@ -86,6 +98,8 @@ def make_planner(name: str, spec: Any = None) -> Any:
 
 def _load(name: str) -> tuple[PlannerFactory, str]:
     registered = _entry_points()
+    if name in BENCH_ONLY_ARMS and name not in registered:
+        raise SetupError(unknown_arm_message(name))
     if name not in registered:
         hint = "" if registered else (" (no arm is installed at all: reinstall closedloop, e.g. `pip install -e .`, "
                                       "so that its entry points are registered)")

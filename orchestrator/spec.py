@@ -319,12 +319,11 @@ class PlannerSpec(SpecModel):
     @field_validator("main", "control")
     @classmethod
     def _known_arm(cls, name: str | None, info: ValidationInfo) -> str | None:
-        from orchestrator.planner_registry import planner_names
+        from orchestrator.planner_registry import planner_names, unknown_arm_message
 
         if name is not None and name not in planner_names():
-            raise ValueError(f"planner arm {name!r} is unknown; available arms: {list(planner_names())} "
-                             "(register others with orchestrator.policy.planners.register_planner)")
-        if info.field_name == "control" and name in ("llm", "llm-shuffled"):
+            raise ValueError(unknown_arm_message(name))
+        if info.field_name == "control" and name in ("llm", "llm-shuffled", "llm-random", "llm-oracle"):
             raise ValueError(f"the control arm cannot be the {name} arm; use 'bo' or 'random'")
         return name
 

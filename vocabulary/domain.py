@@ -491,6 +491,14 @@ class Proposal(_Frozen):
     is_anchor: bool = Field(
         default=False, description="llm arms: the surrogate's own pick for a lab slot, proposed beside the model's picks "
                                    "for the screen to weigh against them (not the model's choice)")
+    shown_position: int | None = Field(
+        default=None, ge=0, description="llm arms, the model's own picks: the pick's 0-based row in the shortlist as "
+                                        "shown to the model (seeded random order); None for anchors, fallbacks, other arms")
+    n_shown: int | None = Field(default=None, ge=1, description="llm arms, the model's own picks: shortlist rows shown")
+    n_shown_bo_picks: int | None = Field(
+        default=None, ge=0, description="llm arms, the model's own picks: how many rows shown were bo's own picks "
+                                        "(a coin choosing among the rows differs from bo with probability "
+                                        "1 - n_shown_bo_picks / n_shown)")
 
 
 class Observation(_Frozen):

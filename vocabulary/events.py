@@ -105,6 +105,11 @@ class Proposed(EventPayload):
                                   "None for other arms and older ledgers")
     is_anchor: bool = Field(default=False, description="llm arms: bo's pick for a lab slot, proposed beside the "
                                                        "model's picks for the screen to weigh (not the model's choice)")
+    shown_position: int | None = Field(default=None, description="llm arms, the model's own picks: the pick's "
+                                                                 "0-based row in the shortlist as shown; None otherwise")
+    n_shown: int | None = Field(default=None, description="llm arms, the model's own picks: shortlist rows shown")
+    n_shown_bo_picks: int | None = Field(default=None, description="llm arms, the model's own picks: rows shown that "
+                                                                   "were bo's own picks")
     novelty: float | None = Field(default=None, description="open spaces: 1 - max similarity to what was known")
     is_generated: bool = Field(default=False, description="open spaces: the candidate is new to the campaign")
 

@@ -140,6 +140,9 @@ class BenchConfig(BaseModel):
     @field_validator("arms")
     @classmethod
     def _known_arms(cls, arms: tuple[str, ...]) -> tuple[str, ...]:
+        from orchestrator.bench.bracket import register_bench_arms
+
+        register_bench_arms()  # llm-oracle: a benchmark's own arm
         known = planner_names()
         unknown = [a for a in arms if a not in known]
         if unknown:

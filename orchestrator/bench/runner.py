@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.bench.bracket import BRACKET_ARMS, contribution, register_bench_arms
 from orchestrator.bench.config import BenchConfig
 from orchestrator.bench.metrics import (
     NO_RESULT,
@@ -112,6 +113,7 @@ def run_arm(problem: BenchProblem, arm: str, seed: int) -> RunRecord:
 
 def _init_worker(config_json: str, spec_json: str) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    register_bench_arms()
     try:
         import torch
 
@@ -174,6 +176,9 @@ def summarise_runs(problem: BenchProblem, records: list[RunRecord]) -> dict[str,
             arms[arm]["experiments_to_window"] = summarise(to_window)
             arms[arm]["hit_rate_window"] = float(np.mean([t <= budget for t in to_window]))
             arms[arm]["per_seed"]["experiments_to_window"] = to_window
+    if all(arm in arms for arm in BRACKET_ARMS):
+        arms["llm"]["contribution"] = bracket(arms, "experiments_to_hv90" if problem.is_multi_objective
+                                              else "experiments_to_top1")
     af = {}
     af_metric = "experiments_to_hv90" if problem.is_multi_objective else "experiments_to_top5"
     if "random" in arms:
@@ -251,6 +256,17 @@ def versus_botorch(arms: dict[str, Any], metric: str = "experiments_to_top1") ->
             paired[arm] = paired_geomean_ratio(*zip(*pairs, strict=True))
     return {"reference": reference, "label": reference_label(arms), "metric": metric,
             "median_ratio": median_ratio, "paired_geomean_ratio": paired}
+
+
+def bracket(arms: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The llm arm's ``contribution`` between ``llm-random`` and ``llm-oracle`` on ``metric``, on the seeds all
+    three ran (``bracket.contribution``), with the metric named."""
+    by_seed = [dict(zip(arms[a]["per_seed"]["seeds"], arms[a]["per_seed"][metric], strict=True)) for a in BRACKET_ARMS]
+    seeds = sorted(set.intersection(*(set(s) for s in by_seed)))
+    if not seeds:
+        return {"metric": metric, "n_seeds": 0}
+    model, floor, ceiling = ([s[seed] for seed in seeds] for s in by_seed)
+    return {"metric": metric, **contribution(model, floor, ceiling)}
 
 
 def _lab_sequence(record: RunRecord) -> list[int]:

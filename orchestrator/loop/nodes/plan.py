@@ -243,6 +243,9 @@ def plan(state: CampaignState, ctx: CampaignContext) -> CampaignState:
                 is_fallback=proposal.is_fallback,
                 is_bo_pick=proposal.is_bo_pick,
                 is_anchor=proposal.is_anchor,
+                shown_position=proposal.shown_position,
+                n_shown=proposal.n_shown,
+                n_shown_bo_picks=proposal.n_shown_bo_picks,
                 novelty=novelty,
                 is_generated=generate and pool.index[cid] >= (pool.seed_size or len(pool)),
             )

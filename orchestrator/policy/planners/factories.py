@@ -21,17 +21,20 @@ __all__ = [
     "make_botorch_onehot",
     "make_cheap_first",
     "make_llm",
+    "make_llm_oracle",
+    "make_llm_random",
     "make_llm_shuffled",
     "make_random",
 ]
 
 
-def make_llm(spec: Any, *, shuffled: bool = False) -> Planner:
-    """The ``llm`` arm, with its model and limits from ``spec.planner`` (defaults without a spec)."""
+def make_llm(spec: Any, *, shuffled: bool = False, cls: type | None = None) -> Planner:
+    """The ``llm`` arm, with its model and limits from ``spec.planner`` (defaults without a spec); ``cls``: an llm
+    arm's class to build instead (the bracket arms)."""
     from orchestrator.policy.planners.llm import LLMPlanner, ShuffledFeedbackLLMPlanner
 
     options = spec.planner if spec is not None else None
-    cls = ShuffledFeedbackLLMPlanner if shuffled else LLMPlanner
+    cls = cls or (ShuffledFeedbackLLMPlanner if shuffled else LLMPlanner)
     return cls(
         model=options.model if options else None,
         max_repair_rounds=options.max_repair_rounds if options else 2,
@@ -46,6 +49,22 @@ def make_llm_shuffled(spec: Any) -> Planner:
     """The ``llm-shuffled`` arm: the llm arm shown the lab results shuffled among the measured candidates (does it
     use the feedback?)."""
     return make_llm(spec, shuffled=True)
+
+
+def make_llm_random(spec: Any) -> Planner:
+    """The ``llm-random`` arm: the llm arm's slots and shortlist with a seeded coin in the model's place (the floor
+    of the model's bracket, ``llm_bracket``)."""
+    from orchestrator.policy.planners.llm_bracket import RandomChoiceLLMPlanner
+
+    return make_llm(spec, cls=RandomChoiceLLMPlanner)
+
+
+def make_llm_oracle(spec: Any) -> Planner:
+    """The ``llm-oracle`` arm: the same with the lab's truth in the model's place (the ceiling; registered by
+    ``closedloop bench`` only, ``orchestrator.bench.bracket``)."""
+    from orchestrator.policy.planners.llm_bracket import OracleChoiceLLMPlanner
+
+    return make_llm(spec, cls=OracleChoiceLLMPlanner)
 
 
 def make_bo(spec: Any) -> Planner:

@@ -229,8 +229,15 @@ class LLMPlanner:
             is_local_gguf=self._is_local_gguf(), restricts_to_shortlist=self._restricts(),
             max_repair_rounds=self.max_repair_rounds, max_tool_steps=self.max_tool_steps,
             shortlist_size=self.shortlist_size, max_prompt_chars=self.max_prompt_chars, simulate_fn=self.simulate_fn,
-            warn_without_tools=not self._warned_tools,
+            warn_without_tools=not self._warned_tools, chooser=self.chooser(context),
+            chooser_note=self.chooser_note,
         )
+
+    chooser_note = ""
+
+    def chooser(self, context: PlanningContext):
+        """What chooses in the model's place on ``context`` (``llm_graph.Chooser``); None: the model (this arm)."""
+        return None
 
     # ----------------------------------------------------------------------------------------------- propose
     def planning_context(self, context: PlanningContext) -> PlanningContext:

@@ -35,7 +35,7 @@ from orchestrator.policy.planners.llm_tools import PlanningTools, SimulateFn, cl
 from orchestrator.seeding import derive_rng
 from vocabulary.domain import InvalidCandidate, Proposal
 
-__all__ = ["LOCAL_PROMPT_CHARS", "LLMRunInputs", "ProposeRun", "RecordedCall"]
+__all__ = ["LOCAL_PROMPT_CHARS", "Chooser", "LLMRunInputs", "ProposeRun", "RecordedCall"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,11 @@ LOCAL_PROMPT_CHARS = 2000
 """Prompt budget of local GGUF models: llama.cpp on one CPU thread reads about 130 prompt tokens a second, and
 SMILES take about one token per 1.3 characters, so the prompt is most of a planning step's cost."""
 LOCAL_HISTORY = (3, 2)  # best and worst lab results shown to local models
+
+Chooser = Callable[["ProposeRun", list[str], int], list[str]]
+"""``chooser(run, labels, need) -> labels``: picks ``need`` distinct shortlist labels from ``labels`` (the rows shown
+to the model, in shown order, less those already accepted) wherever the model would choose: the bracket arms
+(``llm_bracket``) choose by a seeded coin or by the lab's truth instead of a model call."""
 
 RecordedCall = Callable[[str, list, Callable[[list], tuple[str, Any, float]]], dict[str, Any]]
 """``recorded_call(key, messages, invoke)``: the call recorded under ``key``, or a new one made by
@@ -81,6 +86,10 @@ class LLMRunInputs:
     simulate_fn: SimulateFn | None = None
     warn_without_tools: bool = True
     """Log once that ``max_tool_steps`` needs a tool-calling model when this one is not (False: already said)."""
+    chooser: Chooser | None = None
+    """Chooses in the model's place (no model call, no tools); None: the model chooses."""
+    chooser_note: str = ""
+    """The rationale written on a chooser's picks (what chose them)."""
 
 
 class ProposeRun:
@@ -115,13 +124,14 @@ class ProposeRun:
         graph.add_node("fallback", self.fallback)
         graph.add_node("finish", self.finish)
         graph.add_edge(START, "gather")
-        if self.inputs.max_tool_steps > 0 and not self._supports_tools() and self.inputs.warn_without_tools:
+        chooses = self.inputs.chooser is None
+        if chooses and self.inputs.max_tool_steps > 0 and not self._supports_tools() and self.inputs.warn_without_tools:
             self.has_warned_without_tools = True
             log.warning("llm planner: max_tool_steps=%d needs a model that calls tools (a provider model); this one "
                         "gets the tool results in its prompt instead", self.inputs.max_tool_steps)
         if self.n == 0:  # every slot is bo's anchor this time: no model call
             graph.add_edge("gather", "finish")
-        elif self.inputs.max_tool_steps > 0 and self._supports_tools():
+        elif chooses and self.inputs.max_tool_steps > 0 and self._supports_tools():
             from langgraph.prebuilt import ToolNode
 
             graph.add_node("agent", self.agent)
@@ -248,6 +258,7 @@ class ProposeRun:
         visible = list(labels)
         shown = data["shortlist"]["columns"][2:]
         self.shown_rows = {row[0]: dict(zip(shown, row[2:], strict=True)) for row in shown_rows}
+        self.shown_labels = visible
         self.shortlist_bo_rank = {label: ranked.index(index) for label, index in labels.items()}
         prompt = [{"role": "system", "content": system},
                   {"role": "user", "content": task_message(self.n, objective, data, free_form=free_form, generate=generate,
@@ -275,6 +286,12 @@ class ProposeRun:
         # Accepted ids leave the grammar's choices, so every repair round adds at least one distinct pick.
         taken = {self.tools.name(a["index"]) for a in state["accepted"]}
         ids = [label for label in state["labels"] if label not in taken]
+        if self.inputs.chooser is not None:
+            picks = self.inputs.chooser(self, ids, need)
+            answer = {"proposals": [{"candidate": label, "hypothesis": "", "rationale": self.inputs.chooser_note,
+                                     "expected": None} for label in picks]}
+            return {"response": json.dumps(answer), "call_error": None, "n_calls": state["n_calls"],
+                    "keys": list(state.get("keys", []))}
         local = self.inputs.is_local_gguf
         schema = response_schema(need, ids=ids if restricted else None,
                                  max_text_chars=GRAMMAR_TEXT_CHARS if local else FREE_TEXT_CHARS,
@@ -428,9 +445,14 @@ class ProposeRun:
     def finish(self, state: dict) -> dict:
         pool = self.context.pool
         bo_picks = set(getattr(self, "bo_picks", ()))
+        shown = list(getattr(self, "shown_labels", ()))
+        position = {self.tools.labels[label]: k for k, label in enumerate(shown)}
+        n_shown_bo = sum(1 for label in shown if self.tools.labels[label] in bo_picks)
         proposals = [
             Proposal(candidate=pool.candidates[a["index"]], arm=self.inputs.arm, hypothesis=a["hypothesis"],
-                     rationale=a["rationale"], expected=a["expected"], is_bo_pick=a["index"] in bo_picks)
+                     rationale=a["rationale"], expected=a["expected"], is_bo_pick=a["index"] in bo_picks,
+                     shown_position=position.get(a["index"]), n_shown=len(shown) or None,
+                     n_shown_bo_picks=n_shown_bo if shown else None)
             for a in (state.get("accepted") or [])[: self.n]
         ]
         judge = "the screen" if int(getattr(self.context, "proposals_per_slot", 1) or 1) > 1 else "the lab"
