@@ -9,7 +9,7 @@ model's contribution on a metric ``m`` (lab experiments to a top-1 % candidate, 
     contribution = (m(llm-random) - m(llm)) / (m(llm-random) - m(llm-oracle))
 
 0 for a model no better than a coin, 1 for one that always picks the shortlist row the lab will rate best
-(``orchestrator.bench.metrics.contribution``). The oracle reads the simulated lab's ground truth, so it exists
+(``orchestrator.bench.bracket.contribution``). The oracle reads the simulated lab's ground truth, so it exists
 only in ``closedloop bench`` (``orchestrator.bench.bracket`` registers it there); ``closedloop run --planner
 llm-oracle`` is refused.
 
@@ -25,7 +25,7 @@ import numpy as np
 from orchestrator.policy.planners.base import PlannerTraits, PlanningContext
 from orchestrator.policy.planners.llm import LLMPlanner
 from orchestrator.seeding import derive_rng
-from vocabulary.domain import InstrumentFault, SetupError, objective_utility
+from vocabulary.domain import SetupError, objective_utility
 
 __all__ = ["OracleChoiceLLMPlanner", "RandomChoiceLLMPlanner", "oracle_utilities"]
 
@@ -83,26 +83,21 @@ class OracleChoiceLLMPlanner(LLMPlanner):
 
 
 def oracle_utilities(context: PlanningContext, rows: list[int], memo: dict[int, float]) -> np.ndarray:
-    """The true lab utility (higher is better) of pool ``rows``, read from the simulated lab's ground truth
-    (``loop.context.simlab_truth``); a row the truth cannot answer is worst (-inf). ``memo`` keeps answers per row.
+    """The true lab utility (higher is better) of pool ``rows``, read from the simulated lab's ground-truth column
+    (``lab.oracle_column``); a row without a value is worst (-inf). ``memo`` keeps answers per row.
 
     Raises:
-        SetupError: the campaign's lab is not the simulated one, so there is no truth to read.
+        SetupError: the campaign's lab is not the simulated one reading a pool column, so there is no truth to read.
     """
     spec = context.spec
-    if spec.lab.driver != "simlab":
-        raise SetupError(f"llm-oracle reads the simulated lab's ground truth; this campaign's lab is "
-                         f"{spec.lab.driver!r}. Run the bracket with closedloop bench on a pool")
-    missing = [r for r in rows if r not in memo]
-    if missing:
-        from orchestrator.loop.context import simlab_truth
-
-        oracle = simlab_truth(spec, context.pool)["oracle"]
-        objective = spec.objective
-        for row in missing:
-            try:
-                value = float(oracle(context.pool.candidates[row]))
-                memo[row] = objective_utility(objective.direction, value, objective.target)
-            except InstrumentFault:  # a row the lab cannot answer is the worst choice, not a crash
-                memo[row] = -np.inf
+    column = spec.lab.oracle_column or spec.objective.column
+    if spec.lab.driver != "simlab" or column is None or column not in context.pool.columns:
+        raise SetupError(f"llm-oracle reads the simulated lab's ground truth from a pool column; this campaign's lab "
+                         f"is {spec.lab.driver!r} without one. Run the bracket with closedloop bench on a pool")
+    truth = context.pool.columns[column]
+    objective = spec.objective
+    for row in rows:
+        if row not in memo:
+            value = float(truth[row])
+            memo[row] = objective_utility(objective.direction, value, objective.target) if np.isfinite(value) else -np.inf
     return np.asarray([memo[r] for r in rows], dtype=float)
