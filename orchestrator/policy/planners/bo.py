@@ -308,7 +308,7 @@ class BOPlanner:
             available = np.asarray(context.available, dtype=int)
             n_prior = cold_start_count(context.spec.objective.direction, n)
             ranked = available[np.isfinite(prior_utility[available])]  # a failed or empty rung ranks nothing
-            by_prior = ranked[np.argsort(-prior_utility[ranked], kind="stable")[:n_prior]]
+            by_prior = rung_ranking(context, ranked, prior_utility)[:n_prior]
             rest = dataclasses.replace(context, available=available[~np.isin(available, by_prior)])
         picks = [context.pool.candidates[int(i)] for i in by_prior]
         proposals = [Proposal(candidate=c, arm="bo", hypothesis="initial design: best by the prior mean",
@@ -427,7 +427,7 @@ class BOPlanner:
         rung, utility = rung_order
         available = np.asarray(context.available, dtype=int)
         free = available[~np.isin(available, np.asarray(taken, dtype=int)) & np.isfinite(utility[available])]
-        order = free[np.argsort(-utility[free], kind="stable")[:n]]
+        order = rung_ranking(context, free, utility)[:n]
         return [Proposal(candidate=context.pool.candidates[int(i)], arm="bo",
                          hypothesis=f"{rung}, read as it stands, ranks it {k + 1} of {len(free)} untested",
                          rationale="the rung's own order, uncalibrated: the batch's share that hedges the calibrated "
@@ -499,6 +499,27 @@ def has_fitted_surrogate(context: PlanningContext) -> bool:
     """Whether bo plans by its GP: the surrogate has been fitted on at least ``min(n_initial, 2)`` lab results.
     Until then it proposes its initial design (the cold start)."""
     return context.surrogate_state is not None and len(context.observed) >= min(context.spec.planner.n_initial, 2)
+
+
+def rung_ranking(context: PlanningContext, rows: np.ndarray, utility: np.ndarray) -> np.ndarray:
+    """``rows`` best first by ``utility`` (a rung read as it stands); candidates the rung values equally come in a
+    seeded random order (per campaign seed), not the pool's. A rung that cannot tell candidates apart says nothing
+    about their order, and the pool's order is whatever the file had (sorted by a parameter, grouped by source):
+    a rung of one value for all would otherwise send the file's first rows, the same on every seed.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> context = SimpleNamespace(seed=0)
+        >>> rung_ranking(context, np.arange(4), np.array([1.0, 3.0, 2.0, 0.5])).tolist()
+        [1, 2, 0, 3]
+        >>> sorted(rung_ranking(context, np.arange(4), np.zeros(4)).tolist())
+        [0, 1, 2, 3]
+    """
+    from orchestrator.seeding import derive_rng
+
+    rows = np.asarray(rows, dtype=int)
+    tiebreak = derive_rng(context.seed, "plan", "rung-ties").random(int(rows.max()) + 1 if rows.size else 0)
+    return rows[np.lexsort((tiebreak[rows], -utility[rows]))]
 
 
 def cold_start_count(direction: str, n: int) -> int:
