@@ -6,9 +6,12 @@ dropped when they rule it out). Per data set, three bo campaigns on the same poo
 
 - ``bo alone``: no prior (the lever off);
 - ``oracle prior``: the rung holds the lab's truth (the ceiling: what a model that knew every answer would give);
+- ``constant prior``: the rung holds one value for every candidate (a control: it knows nothing, and shows what
+  the ladder makes of ties, which keep the pool's order);
 - ``model prior`` (``--model-prior NAME``): the rung holds the embedded model's estimates, written by
   ``LLMPriorSimulator`` once per candidate (the survey a campaign would run, computed once here since it is the same
-  for every seed and costs about half a CPU-second a candidate).
+  for every seed and costs about a CPU-second a candidate; the estimates are kept in
+  ``benchmarks/results/llm_lever_estimates/``).
 
 Every run is ``closedloop bench`` on a copy of the pool with the prior as a column (one row per candidate, replicates
 averaged as the bench does), the rung charged ``SECONDS_PER_CANDIDATE`` a candidate. The table:
@@ -36,6 +39,7 @@ from orchestrator.policy.planners.llm_prior import SECONDS_PER_CANDIDATE, LLMPri
 
 RESULTS = ROOT / "results" / "llm_lever.json"
 TABLE = ROOT / "RESULTS.llm_lever.md"
+ESTIMATES = ROOT / "results" / "llm_lever_estimates"
 
 
 def _config(name: str, pool: Path, seeds: int, rung: str | None, workers: int) -> BenchConfig:
@@ -55,21 +59,39 @@ def prior_pool(name: str, workdir: Path, with_model: bool) -> Path:
     column = problem.spec.lab.oracle_column
     frame[column] = problem.values
     frame["prior_oracle"] = problem.values
+    frame["prior_constant"] = 0.0
     if with_model:
-        objective = problem.spec.objective
-        simulator = LLMPriorSimulator(target=objective.property, unit=objective.unit or "")
-        observations = simulator.evaluate(list(pool.candidates))
-        frame["prior_model"] = [o.properties.get("expected", np.nan) for o in observations]
+        frame["prior_model"] = model_estimates(name, problem)
     path = workdir / f"{name}.csv"
     frame.to_csv(path, index=False)
     return path
+
+
+def model_estimates(name: str, problem) -> np.ndarray:
+    """The embedded model's estimate per pool row, from ``ESTIMATES/<name>.csv`` when it was written before (the
+    model is deterministic at temperature 0, so one survey serves every seed and every re-run), else computed by
+    ``LLMPriorSimulator`` and written there."""
+    path = ESTIMATES / f"{name}.csv"
+    ids = list(problem.pool.ids)
+    if path.exists():
+        stored = pd.read_csv(path).set_index("candidate_id")["expected"]
+        if set(ids) <= set(stored.index):
+            return stored.loc[ids].to_numpy(dtype=float)
+    objective = problem.spec.objective
+    simulator = LLMPriorSimulator(target=objective.property, unit=objective.unit or "")
+    observations = simulator.evaluate(list(problem.pool.candidates))
+    values = np.asarray([o.properties.get("expected", np.nan) for o in observations], dtype=float)
+    ESTIMATES.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"candidate_id": ids, "expected": values}).to_csv(path, index=False)
+    return values
 
 
 def measure(name: str, seeds: int, with_model: bool, workers: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         pool = prior_pool(name, workdir, with_model)
-        variants = {"bo alone": None, "oracle prior": f"prior=prior_oracle:{SECONDS_PER_CANDIDATE}"}
+        variants = {"bo alone": None, "oracle prior": f"prior=prior_oracle:{SECONDS_PER_CANDIDATE}",
+                    "constant prior": f"prior=prior_constant:{SECONDS_PER_CANDIDATE}"}
         if with_model:
             variants["model prior"] = f"prior=prior_model:{SECONDS_PER_CANDIDATE}"
         out = {}
@@ -79,10 +101,15 @@ def measure(name: str, seeds: int, with_model: bool, workers: int) -> dict:
             out[label] = {"experiments_to_top1": arm["experiments_to_top1"],
                           "per_seed": arm["per_seed"]["experiments_to_top1"], "seeds": arm["per_seed"]["seeds"],
                           "rung_cost_s": arm["rung_cost_s"]}
-            if label == "model prior":
-                out[label]["n_distinct_estimates"] = int(pd.read_csv(pool)["prior_model"].nunique())
+        frame = pd.read_csv(pool)
+        truth = frame["prior_oracle"]
+        correlation = {"pool_order": float(pd.Series(np.arange(len(frame))).corr(truth, method="spearman"))}
+        if with_model:
+            out["model prior"]["n_distinct_estimates"] = int(frame["prior_model"].nunique())
+            correlation["model"] = float(frame["prior_model"].corr(truth, method="spearman"))
     alone, oracle = out["bo alone"]["per_seed"], out["oracle prior"]["per_seed"]
-    result = {"variants": out, "ceiling_paired_geomean": paired_geomean_ratio(oracle, alone)}
+    result = {"variants": out, "ceiling_paired_geomean": paired_geomean_ratio(oracle, alone),
+              "spearman_with_truth": correlation}
     if with_model:
         result["model_share"] = contribution(out["model prior"]["per_seed"], alone, oracle)
     return result
@@ -95,8 +122,9 @@ def render(results: dict) -> str:
              f"the prior rung charged {SECONDS_PER_CANDIDATE} CPU-s a candidate. Lab experiments to a top-1 % "
              "candidate: median (IQR) over seeds; the ceiling is the paired geometric mean of oracle prior over bo "
              "alone (below 1: fewer).", "",
-             "| data set | seeds | bo alone | oracle prior | ceiling | model prior | model's share (interval) |",
-             "|---|---|---|---|---|---|---|"]
+             "| data set | seeds | bo alone | constant prior | oracle prior | ceiling | model prior | model's ρ with "
+             "truth (pool order's) | model's share (interval) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         v = r["variants"]
 
@@ -110,8 +138,12 @@ def render(results: dict) -> str:
         share_text = "not run" if share is None else (
             "no headroom" if share["point"] is None else
             f"{share['point']:.2f} ({share['interval'][0]:.2f} to {share['interval'][1]:.2f})")
-        lines.append(f"| {name} | {len(v['bo alone']['seeds'])} | {cell('bo alone')} | {cell('oracle prior')} | "
-                     f"{r['ceiling_paired_geomean']:.2f} | {cell('model prior')} | {share_text} |")
+        rho = r.get("spearman_with_truth", {})
+        rho_text = (f"{rho['model']:.2f} ({rho['pool_order']:.2f})" if "model" in rho else
+                    f"– ({rho['pool_order']:.2f})" if "pool_order" in rho else "–")
+        lines.append(f"| {name} | {len(v['bo alone']['seeds'])} | {cell('bo alone')} | {cell('constant prior')} | "
+                     f"{cell('oracle prior')} | {r['ceiling_paired_geomean']:.2f} | {cell('model prior')} | "
+                     f"{rho_text} | {share_text} |")
     return "\n".join(lines) + "\n"
 
 

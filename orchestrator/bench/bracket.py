@@ -14,8 +14,8 @@ percentile range over seeds resampled with replacement (pairs kept), ``median`` 
 
 Example:
     >>> c = contribution(model=[10, 12, 9, 11], floor=[14, 15, 13, 14], ceiling=[6, 7, 6, 8])
-    >>> round(c["point"], 3), c["ceiling_experiments"], c["n_seeds"]
-    (0.483, 7.25, 4)
+    >>> round(c["point"], 3), c["ceiling_experiments"], c["n_seeds"], c["capped"]
+    (0.483, 7.25, 4, False)
 """
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ def contribution(model: Sequence[float], floor: Sequence[float], ceiling: Sequen
 
     Returns ``point`` (on all seeds), ``median`` and ``interval`` (bootstrap over seeds; resamples without headroom
     are left out and counted in ``n_without_headroom``), ``ceiling_experiments`` (mean lab experiments the oracle
-    saves over the coin: the headroom the design leaves the model), ``ceiling_ratio`` (oracle over coin, mean
-    experiments) and ``n_seeds``. Without headroom (the oracle no better than the coin) ``point``, ``median`` and
-    ``interval`` are None: the design caps the model.
+    saves over the coin: the headroom the design leaves the model) with its bootstrap ``ceiling_interval``,
+    ``ceiling_ratio`` (oracle over coin, mean experiments) and ``n_seeds``. Where the headroom's interval reaches 0
+    (the oracle not measurably better than the coin), ``capped`` is True and ``point``, ``median`` and ``interval``
+    are None: the design caps the model, and a ratio over a headroom of nothing would be noise.
     """
     m, f, c = (np.asarray(x, dtype=float) for x in (model, floor, ceiling))
     if not (m.shape == f.shape == c.shape) or not m.size:
@@ -63,12 +64,17 @@ def contribution(model: Sequence[float], floor: Sequence[float], ceiling: Sequen
     draws = rng.integers(0, m.size, size=(N_RESAMPLES, m.size))
     shares = [_share(m[k], f[k], c[k]) for k in draws]
     kept = np.asarray([s for s in shares if s is not None])
-    point = _share(m, f, c)
+    headroom = np.asarray([f[k].mean() - c[k].mean() for k in draws])
+    headroom_interval = [float(q) for q in np.percentile(headroom, [2.5, 97.5])]
+    capped = headroom_interval[0] <= 0  # the oracle is not measurably better than the coin: no share to speak of
+    point = None if capped else _share(m, f, c)
     return {
         "point": point,
         "median": float(np.median(kept)) if point is not None and kept.size else None,
         "interval": [float(q) for q in np.percentile(kept, [2.5, 97.5])] if point is not None and kept.size else None,
+        "capped": bool(capped),
         "ceiling_experiments": float(f.mean() - c.mean()),
+        "ceiling_interval": headroom_interval,
         "ceiling_ratio": float(c.mean() / f.mean()) if f.mean() > 0 else None,
         "n_seeds": int(m.size),
         "n_without_headroom": int(N_RESAMPLES - kept.size),

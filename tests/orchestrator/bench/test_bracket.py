@@ -24,6 +24,8 @@ def test_the_contribution_is_zero_for_a_coin_one_for_the_oracle_and_none_without
     assert low < spread["point"] < high and high - low > 0.2, "an interval over seeds, not a point"
     capped = contribution([10, 10], [10, 12], [10, 12])
     assert capped["point"] is None and capped["interval"] is None and capped["ceiling_experiments"] == 0.0
+    noisy = contribution([19, 18, 30, 6], [18, 25, 12, 20], [17, 24, 14, 19])  # headroom 0.25 against a spread of 10
+    assert noisy["capped"] and noisy["point"] is None and noisy["ceiling_interval"][0] <= 0
     with pytest.raises(ValueError, match="paired"):
         contribution([1, 2], [1], [1, 2])
 
