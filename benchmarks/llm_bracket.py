@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import numpy as np
 
@@ -41,6 +40,17 @@ def _share(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
+def contribution_text(c: dict | None) -> str:
+    """A ``bracket.contribution`` as a table cell: the share with its interval, or why there is none."""
+    if c is None:
+        return "not run"
+    if c.get("capped"):
+        return f"capped (headroom {c['ceiling_interval'][0]:.1f} to {c['ceiling_interval'][1]:.1f})"
+    if c.get("point") is None:
+        return "no headroom"
+    return f"{c['point']:.2f} ({c['interval'][0]:.2f} to {c['interval'][1]:.2f})"
+
+
 def render(reports: dict[str, dict]) -> str:
     lines = ["# The embedded model's bracket: llm between a coin and an oracle in its own slots", "",
              "Made by `benchmarks/llm_bracket.py` (its docstring has the command). `closedloop bench` with the "
@@ -55,9 +65,7 @@ def render(reports: dict[str, dict]) -> str:
     for name, report in reports.items():
         arms = report["arms"]
         c = bracket(arms, "experiments_to_top1")  # today's rule over the stored runs
-        text = (f"capped (headroom {c['ceiling_interval'][0]:.1f} to {c['ceiling_interval'][1]:.1f})"
-                if c.get("capped") else "no headroom" if c.get("point") is None else
-                f"{c['point']:.2f} ({c['interval'][0]:.2f} to {c['interval'][1]:.2f})")
+        text = contribution_text(c)
         differs = f"{_share(_stat(report, 'llm', 'differs_from_bo_share'))} ({_share(_stat(report, 'llm', 'coin_differs_from_bo_share'))})"
         first = f"{_share(_stat(report, 'llm', 'first_option_share'))} ({_share(_stat(report, 'llm', 'coin_first_option_share'))})"
         lines.append(f"| {name} | {c.get('n_seeds', 0)} | {_median(arms['llm'])} | {_median(arms['llm-random'])} | "

@@ -33,9 +33,19 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.discovery import BATCH, BUDGET, DATASETS, LAB_COST_S, ROOT
-from orchestrator.bench import BenchConfig, load_problem, paired_geomean_ratio, parse_rung, run_bench
+from benchmarks.llm_bracket import contribution_text
+from orchestrator.bench import (
+    BenchConfig,
+    load_problem,
+    paired_geomean_ratio,
+    parse_rung,
+    run_bench,
+)
 from orchestrator.bench.bracket import contribution
-from orchestrator.policy.planners.llm_prior import SECONDS_PER_CANDIDATE, LLMPriorSimulator
+from orchestrator.policy.planners.llm_prior import (
+    SECONDS_PER_CANDIDATE,
+    LLMPriorSimulator,
+)
 
 RESULTS = ROOT / "results" / "llm_lever.json"
 TABLE = ROOT / "RESULTS.llm_lever.md"
@@ -134,10 +144,7 @@ def render(results: dict) -> str:
             s = v[label]["experiments_to_top1"]
             return f"{s['median']:g} ({s['iqr'][0]:g}–{s['iqr'][1]:g})"
 
-        share = r.get("model_share")
-        share_text = "not run" if share is None else (
-            "no headroom" if share["point"] is None else
-            f"{share['point']:.2f} ({share['interval'][0]:.2f} to {share['interval'][1]:.2f})")
+        share_text = contribution_text(r.get("model_share"))
         rho = r.get("spearman_with_truth", {})
         rho_text = (f"{rho['model']:.2f} ({rho['pool_order']:.2f})" if "model" in rho else
                     f"– ({rho['pool_order']:.2f})" if "pool_order" in rho else "–")

@@ -100,7 +100,10 @@ class LLMPriorSimulator(BaseSimulator):
     def _scores(self, chunk: list[AnyCandidate]) -> tuple[list[float | None], str | None]:
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        from orchestrator.policy.planners.llm_models import load_chat_model, structured_invoke
+        from orchestrator.policy.planners.llm_models import (
+            load_chat_model,
+            structured_invoke,
+        )
         from orchestrator.space.pool import describe
 
         if self._chat_model is None:

@@ -10,22 +10,30 @@ import pytest
 
 from orchestrator.planner_registry import make_planner
 from orchestrator.policy.planners.llm import LLMPlanner
-from orchestrator.policy.planners.llm_bracket import OracleChoiceLLMPlanner, RandomChoiceLLMPlanner
-from orchestrator.spec import SpecError, validate_spec
-from tests.orchestrator.policy.planners.test_llm import (  # noqa: F401 - fixtures
+from orchestrator.policy.planners.llm_bracket import (
+    OracleChoiceLLMPlanner,
+    RandomChoiceLLMPlanner,
+)
+from orchestrator.spec import SpecError, load_spec, validate_spec
+from tests.conftest import FREESOLV_SPEC
+from tests.orchestrator.policy.planners.test_llm import (
     ScriptedChatModel,
     answer,
-    freesolv,
     make_context,
     shown,
-    warm_context,
 )
 from vocabulary.domain import SetupError
 
 
 @pytest.fixture(scope="module")
-def exploring(warm_context):
+def freesolv():
+    return load_spec(FREESOLV_SPEC)
+
+
+@pytest.fixture(scope="module")
+def exploring(freesolv):
     """12 lab results, all the llm arm's own picks: no block with both sources, so the model explores one slot."""
+    warm_context = make_context(freesolv, n_observed=12)
     return dataclasses.replace(warm_context,
                                provenance=tuple(("llm", k, "pick") for k in range(len(warm_context.observed))))
 

@@ -11,7 +11,10 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from orchestrator.policy.planners.llm_prior import SECONDS_PER_CANDIDATE, LLMPriorSimulator
+from orchestrator.policy.planners.llm_prior import (
+    SECONDS_PER_CANDIDATE,
+    LLMPriorSimulator,
+)
 from simulators import load_simulator
 from tests.conftest import surveyed_freesolv
 from vocabulary.domain import Molecule
