@@ -6,6 +6,7 @@ dropped when they rule it out). Per data set, three bo campaigns on the same poo
 
 - ``bo alone``: no prior (the lever off);
 - ``oracle prior``: the rung holds the lab's truth (the ceiling: what a model that knew every answer would give);
+- ``coin prior``: the rung holds seeded random numbers (the lever's floor: a prior that knows nothing);
 - ``constant prior``: the rung holds one value for every candidate (a control: it knows nothing, and shows what
   the ladder makes of ties, which keep the pool's order);
 - ``model prior`` (``--model-prior NAME``): the rung holds the embedded model's estimates, written by
@@ -17,7 +18,7 @@ Every run is ``closedloop bench`` on a copy of the pool with the prior as a colu
 averaged as the bench does), the rung charged ``SECONDS_PER_CANDIDATE`` a candidate. The table:
 
     OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.llm_lever --only crossed_barrel p3ht agnp perovskite \
-        --model-prior crossed_barrel
+        --model-prior crossed_barrel p3ht agnp perovskite [--variants "coin prior"]
 
 writes ``benchmarks/results/llm_lever.json`` and ``benchmarks/RESULTS.llm_lever.md``.
 """
@@ -70,6 +71,7 @@ def prior_pool(name: str, workdir: Path, with_model: bool) -> Path:
     frame[column] = problem.values
     frame["prior_oracle"] = problem.values
     frame["prior_constant"] = 0.0
+    frame["prior_coin"] = np.random.default_rng(0).random(len(frame))  # a prior that knows nothing, with spread
     if with_model:
         frame["prior_model"] = model_estimates(name, problem)
     path = workdir / f"{name}.csv"
@@ -96,16 +98,24 @@ def model_estimates(name: str, problem) -> np.ndarray:
     return values
 
 
-def measure(name: str, seeds: int, with_model: bool, workers: int) -> dict:
+VARIANTS = {"bo alone": None, "coin prior": "prior_coin", "constant prior": "prior_constant",
+            "oracle prior": "prior_oracle", "model prior": "prior_model"}
+"""Each variant's prior column (None: no rung)."""
+
+
+def measure(name: str, seeds: int, with_model: bool, workers: int, only: list[str] | None = None,
+            previous: dict | None = None) -> dict:
+    """Run the variants ``only`` names (default: all; the model prior only ``with_model``) and merge them into
+    ``previous``'s variants; the ceiling and the model's shares are recomputed over what there is."""
+    out = dict((previous or {}).get("variants", {}))
+    correlation = dict((previous or {}).get("spearman_with_truth", {}))
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         pool = prior_pool(name, workdir, with_model)
-        variants = {"bo alone": None, "oracle prior": f"prior=prior_oracle:{SECONDS_PER_CANDIDATE}",
-                    "constant prior": f"prior=prior_constant:{SECONDS_PER_CANDIDATE}"}
-        if with_model:
-            variants["model prior"] = f"prior=prior_model:{SECONDS_PER_CANDIDATE}"
-        out = {}
-        for label, rung in variants.items():
+        for label, column in VARIANTS.items():
+            if (only and label not in only) or (label == "model prior" and not with_model):
+                continue
+            rung = f"prior={column}:{SECONDS_PER_CANDIDATE}" if column else None
             report = run_bench(_config(name, pool, seeds, rung, workers), show_progress=False)
             arm = report["arms"]["bo"]
             out[label] = {"experiments_to_top1": arm["experiments_to_top1"],
@@ -113,15 +123,18 @@ def measure(name: str, seeds: int, with_model: bool, workers: int) -> dict:
                           "rung_cost_s": arm["rung_cost_s"]}
         frame = pd.read_csv(pool)
         truth = frame["prior_oracle"]
-        correlation = {"pool_order": float(pd.Series(np.arange(len(frame))).corr(truth, method="spearman"))}
+        correlation["pool_order"] = float(pd.Series(np.arange(len(frame))).corr(truth, method="spearman"))
         if with_model:
-            out["model prior"]["n_distinct_estimates"] = int(frame["prior_model"].nunique())
+            out.setdefault("model prior", {})["n_distinct_estimates"] = int(frame["prior_model"].nunique())
             correlation["model"] = float(frame["prior_model"].corr(truth, method="spearman"))
     alone, oracle = out["bo alone"]["per_seed"], out["oracle prior"]["per_seed"]
     result = {"variants": out, "ceiling_paired_geomean": paired_geomean_ratio(oracle, alone),
               "spearman_with_truth": correlation}
-    if with_model:
-        result["model_share"] = contribution(out["model prior"]["per_seed"], alone, oracle)
+    model = out.get("model prior", {}).get("per_seed")
+    if model:
+        result["model_share"] = contribution(model, alone, oracle)  # against the lever off
+        if "coin prior" in out:  # against a prior that knows nothing, in the same rung
+            result["model_bracket"] = contribution(model, out["coin prior"]["per_seed"], oracle)
     return result
 
 
@@ -131,10 +144,12 @@ def render(results: dict) -> str:
              f"budget {BUDGET}, batch {BATCH}, one proposal per slot, lab noise 0 (the discovery tables' settings), "
              f"the prior rung charged {SECONDS_PER_CANDIDATE} CPU-s a candidate. Lab experiments to a top-1 % "
              "candidate: median (IQR) over seeds; the ceiling is the paired geometric mean of oracle prior over bo "
-             "alone (below 1: fewer).", "",
-             "| data set | seeds | bo alone | constant prior | oracle prior | ceiling | model prior | model's ρ with "
-             "truth (pool order's) | model's share (interval) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "alone (below 1: fewer). The model's share is (floor − model) / (floor − oracle) over paired seeds with "
+             "a 95 % bootstrap interval (`orchestrator/bench/bracket.py`), the floor being bo alone (the lever off) "
+             "or the coin prior (the lever on, knowing nothing).", "",
+             "| data set | seeds | bo alone | coin prior | constant prior | oracle prior | ceiling | model prior | "
+             "model's ρ with truth (file order's) | model's share vs bo alone | model's share vs coin prior |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         v = r["variants"]
 
@@ -148,9 +163,10 @@ def render(results: dict) -> str:
         rho = r.get("spearman_with_truth", {})
         rho_text = (f"{rho['model']:.2f} ({rho['pool_order']:.2f})" if "model" in rho else
                     f"– ({rho['pool_order']:.2f})" if "pool_order" in rho else "–")
-        lines.append(f"| {name} | {len(v['bo alone']['seeds'])} | {cell('bo alone')} | {cell('constant prior')} | "
-                     f"{cell('oracle prior')} | {r['ceiling_paired_geomean']:.2f} | {cell('model prior')} | "
-                     f"{rho_text} | {share_text} |")
+        lines.append(f"| {name} | {len(v['bo alone']['seeds'])} | {cell('bo alone')} | {cell('coin prior')} | "
+                     f"{cell('constant prior')} | {cell('oracle prior')} | {r['ceiling_paired_geomean']:.2f} | "
+                     f"{cell('model prior')} | {rho_text} | {share_text} | "
+                     f"{contribution_text(r.get('model_bracket'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -160,12 +176,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-prior", nargs="*", default=[], help="data sets to score with the embedded model")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--variants", nargs="*", default=None, help=f"run only these of {list(VARIANTS)}; "
+                                                                     "the others' stored runs are kept")
     parser.add_argument("--render", action="store_true", help="only re-render the table")
     args = parser.parse_args(argv)
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if not args.render:
         for name in args.only:
-            results[name] = measure(name, args.seeds, name in args.model_prior, args.workers)
+            results[name] = measure(name, args.seeds, name in args.model_prior, args.workers, args.variants,
+                                    results.get(name))
             RESULTS.write_text(json.dumps(results, indent=1))
             print(f"{name}: ceiling {results[name]['ceiling_paired_geomean']:.2f}", flush=True)
     TABLE.write_text(render(results))
