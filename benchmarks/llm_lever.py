@@ -6,7 +6,8 @@ dropped when they rule it out). Per data set, three bo campaigns on the same poo
 
 - ``bo alone``: no prior (the lever off);
 - ``oracle prior``: the rung holds the lab's truth (the ceiling: what a model that knew every answer would give);
-- ``coin prior``: the rung holds seeded random numbers (the lever's floor: a prior that knows nothing);
+- ``coin prior``: the rung holds random numbers, a new draw for every seed (the lever's floor: a prior that knows
+  nothing; one draw for all seeds would make every seed the same campaign);
 - ``constant prior``: the rung holds one value for every candidate (a control: it knows nothing, and shows what
   the ladder makes of ties, which keep the pool's order);
 - ``model prior`` (``--model-prior NAME``): the rung holds the embedded model's estimates, written by
@@ -41,6 +42,7 @@ from orchestrator.bench import (
     paired_geomean_ratio,
     parse_rung,
     run_bench,
+    summarise,
 )
 from orchestrator.bench.bracket import contribution
 from orchestrator.policy.planners.llm_prior import (
@@ -51,13 +53,15 @@ from orchestrator.policy.planners.llm_prior import (
 RESULTS = ROOT / "results" / "llm_lever.json"
 TABLE = ROOT / "RESULTS.llm_lever.md"
 ESTIMATES = ROOT / "results" / "llm_lever_estimates"
+COIN_SEEDS = 20
+"""Coin priors drawn per data set: one per campaign seed (``--seeds`` at most this)."""
 
 
-def _config(name: str, pool: Path, seeds: int, rung: str | None, workers: int) -> BenchConfig:
+def _config(name: str, pool: Path, seeds: int, rung: str | None, workers: int, first_seed: int = 0) -> BenchConfig:
     cell = DATASETS[name]
     return BenchConfig(pool=str(pool), id_cols=tuple(cell["id_cols"]), objective=cell["objective"],
                        rungs=(parse_rung(rung),) if rung else (), lab_budget=BUDGET, seeds=seeds, arms=("bo",),
-                       batch=BATCH, lab_cost_s=LAB_COST_S, workers=workers)
+                       batch=BATCH, lab_cost_s=LAB_COST_S, workers=workers, first_seed=first_seed)
 
 
 def prior_pool(name: str, workdir: Path, with_model: bool) -> Path:
@@ -71,7 +75,8 @@ def prior_pool(name: str, workdir: Path, with_model: bool) -> Path:
     frame[column] = problem.values
     frame["prior_oracle"] = problem.values
     frame["prior_constant"] = 0.0
-    frame["prior_coin"] = np.random.default_rng(0).random(len(frame))  # a prior that knows nothing, with spread
+    for seed in range(COIN_SEEDS):  # a prior that knows nothing, with spread: drawn anew for every campaign seed
+        frame[f"prior_coin_{seed}"] = np.random.default_rng(seed).random(len(frame))
     if with_model:
         frame["prior_model"] = model_estimates(name, problem)
     path = workdir / f"{name}.csv"
@@ -114,6 +119,14 @@ def measure(name: str, seeds: int, with_model: bool, workers: int, only: list[st
         pool = prior_pool(name, workdir, with_model)
         for label, column in VARIANTS.items():
             if (only and label not in only) or (label == "model prior" and not with_model):
+                continue
+            if label == "coin prior":  # one bench per seed, each with its own draw
+                per_seed = [run_bench(_config(name, pool, 1, f"prior={column}_{seed}:{SECONDS_PER_CANDIDATE}",
+                                              1, first_seed=seed), show_progress=False)["arms"]["bo"]
+                            for seed in range(seeds)]
+                to1 = [a["per_seed"]["experiments_to_top1"][0] for a in per_seed]
+                out[label] = {"experiments_to_top1": summarise(to1), "per_seed": to1, "seeds": list(range(seeds)),
+                              "rung_cost_s": per_seed[0]["rung_cost_s"]}
                 continue
             rung = f"prior={column}:{SECONDS_PER_CANDIDATE}" if column else None
             report = run_bench(_config(name, pool, seeds, rung, workers), show_progress=False)
