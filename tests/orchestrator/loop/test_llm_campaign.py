@@ -45,8 +45,14 @@ def test_a_campaign_with_the_embedded_model(tmp_path):
     assert all(p["is_bo_pick"] is not None for p in llm_proposals)
     stats = summary["planner_stats"]["llm"]
     assert stats["calls"] == len(calls) and stats["n_proposals"] == len(llm_proposals)
-    assert stats["fallback_share"] == sum(p["is_fallback"] for p in llm_proposals) / len(llm_proposals)
+    decisions = [p for p in llm_proposals if not p["is_anchor"]]  # the model's picks and bo's fill-ins for them
+    assert stats["fallback_share"] == sum(p["is_fallback"] for p in decisions) / len(decisions)
     assert stats["n_completion_tokens"] > 0
+    # The model, not bo, chose its picks: each names a row of the shortlist it was shown, and its rate of taking
+    # the first row is beside a coin's.
+    assert own and all(p["n_shown"] and 0 <= p["shown_position"] < p["n_shown"] for p in own)
+    assert stats["first_option_share"] is not None and 0 < stats["coin_first_option_share"] <= 0.5
+    assert 0.0 <= stats["coin_differs_from_bo_share"] <= 1.0
 
 
 # --------------------------------------------------------------------------------------------------- scripted
@@ -147,7 +153,8 @@ def test_planner_stats_count_fallbacks_and_picks_bo_would_not_have_made(tmp_path
     assert proposed and all(p["is_fallback"] for p in proposed)
     llm = stats["llm"]
     assert llm["n_fallback"] == len(proposed) and llm["n_model_picks"] == 0
-    assert llm["fallback_share"] == len(proposed) / len(everything) and llm["n_anchor"] == len(everything) - len(proposed)
+    assert llm["fallback_share"] == 1.0, "every decision the model had was bo's fill-in"
+    assert llm["n_anchor"] == len(everything) - len(proposed)
     assert llm["differs_from_bo_share"] is None and llm["n_lab_model_picks"] == 0
     assert llm["calls"] == 3 * llm["n_steps"], "a call and two repair rounds per step, then bo"
     assert summary["planner_stats"] == stats
@@ -203,7 +210,9 @@ def test_planner_stats_on_hand_written_proposals(ledger):
         return (Proposed(iteration=1, arm=arm, candidate_id=cid, candidate=candidate, **fields), f"p:{arm}:{cid}")
 
     ledger.append_many("c", [
-        proposed("a", is_bo_pick=True), proposed("b", is_bo_pick=False), proposed("c", is_bo_pick=False),
+        proposed("a", is_bo_pick=True, shown_position=0, n_shown=2, n_shown_bo_picks=1),
+        proposed("b", is_bo_pick=False, shown_position=1, n_shown=2, n_shown_bo_picks=1),
+        proposed("c", is_bo_pick=False, shown_position=0, n_shown=4, n_shown_bo_picks=1),
         proposed("d", is_fallback=True, is_bo_pick=True), proposed("e", arm="bo"),
         proposed("f", is_anchor=True, is_bo_pick=True),
         (LLMCall(iteration=1, key="it1:llm:0", model="m", messages=[], response="{}", n_prompt_tokens=100,
@@ -211,8 +220,15 @@ def test_planner_stats_on_hand_written_proposals(ledger):
     ])
     llm = planner_stats(ledger, "c")["llm"]
     assert llm["calls"] == 1 and llm["n_prompt_tokens"] == 100 and llm["model_wall_s"] == 1.5
-    assert llm["n_proposals"] == 5 and llm["fallback_share"] == 0.2 and llm["n_anchor"] == 1
+    assert llm["n_proposals"] == 5 and llm["fallback_share"] == 0.25 and llm["n_anchor"] == 1, "of 4 decisions"
     assert llm["n_model_picks"] == 3 and llm["differs_from_bo_share"] == pytest.approx(2 / 3), "anchors are bo's"
+    assert llm["coin_differs_from_bo_share"] == pytest.approx((0.5 + 0.5 + 0.75) / 3)
+    assert llm["first_option_share"] == pytest.approx(2 / 3)
+    assert llm["coin_first_option_share"] == pytest.approx((0.5 + 0.5 + 0.25) / 3)
+    ledger.append_many("bracket", [proposed("a", arm="llm-random", is_bo_pick=True, shown_position=1, n_shown=2,
+                                            n_shown_bo_picks=1), (LLMCall(iteration=1, key="it1:llm:0", model="m",
+                                                                          messages=[], response="{}"), "call-1")])
+    assert planner_stats(ledger, "bracket")["llm-random"]["calls"] == 0, "a coin calls no model"
     assert set(planner_stats(ledger, "c")) == {"llm"}, "bo is no llm arm"
     ledger.append_many("old", [proposed("a"), proposed("b", arm="bo")])
     assert planner_stats(ledger, "old")["llm"]["differs_from_bo_share"] is None, "an old ledger does not know"
