@@ -180,6 +180,17 @@ def render(results: dict) -> str:
                      f"{cell('constant prior')} | {cell('oracle prior')} | {r['ceiling_paired_geomean']:.2f} | "
                      f"{cell('model prior')} | {rho_text} | {share_text} | "
                      f"{contribution_text(r.get('model_bracket'))} |")
+    met = [n for n, r in results.items() if r["ceiling_paired_geomean"] <= 0.75]
+    bracket = {n: r.get("model_bracket") for n, r in results.items() if r.get("model_bracket")}
+    above = [n for n, c in bracket.items() if c.get("interval") and c["interval"][0] > 0]
+    below = [n for n, c in bracket.items() if c.get("interval") and c["interval"][1] < 0]
+    lines += ["", f"The lever's ceiling is at least 25 % fewer lab experiments than bo alone on {len(met)} of "
+              f"{len(results)} sets ({', '.join(met) or 'none'}). Against the coin prior (the lever on, knowing "
+              f"nothing), the embedded model's share is above 0 at 95 % on {len(above)} of {len(bracket)} "
+              f"({', '.join(above) or 'none'}) and below 0 on {len(below)} ({', '.join(below) or 'none'}); "
+              "elsewhere its interval spans 0. The constant prior shows what a rung of one value costs (the ladder "
+              "cannot rule out a rung without spread, whose evidence stays even). The lever is not on by default: "
+              "orchestrator/policy/planners/DECISIONS.md says why."]
     return "\n".join(lines) + "\n"
 
 
