@@ -222,6 +222,7 @@ def create_app(
             context["unit"] = spec.objective.unit or ""
         elif panel == "llm_calls":
             context["calls"] = views.llm_calls(ledger, campaign_id)
+            context["model_stats"] = views.model_stats(ledger, campaign_id)
         return context
 
     @app.get("/", response_class=HTMLResponse)

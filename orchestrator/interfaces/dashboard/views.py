@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from orchestrator.spec import CampaignSpec
 
 __all__ = ["CandidateText", "campaign_rows", "campaign_status", "candidate_drawing", "funnel_stages", "lab_results",
-           "llm_calls", "measured", "pareto_front", "pending_entries", "pending_questions", "rounded_pair",
+           "llm_calls", "measured", "model_stats", "pareto_front", "pending_entries", "pending_questions", "rounded_pair",
            "shown_status", "status_text"]
 
 
@@ -264,6 +264,30 @@ def pareto_front(ledger: Ledger, campaign_id: str, spec: CampaignSpec) -> dict[s
 def _text(content: Any) -> str:
     """A message's content as the model saw it: text as it is, structured content (tool calls, parts) as JSON."""
     return content if isinstance(content, str) else json.dumps(content, indent=2, default=str)
+
+
+MODEL_STATS = (("n_model_picks", "model's own picks"), ("n_anchor", "bo's anchors"),
+               ("fallback_share", "fallback share (of the model's decisions)"),
+               ("differs_from_bo_share", "picks bo would not make"),
+               ("coin_differs_from_bo_share", "… a coin in the same slots"),
+               ("first_option_share", "picks that were the first row shown"),
+               ("coin_first_option_share", "… a coin in the same slots"),
+               ("n_lab_model_picks", "lab experiments the model chose"), ("n_lab_anchor", "lab experiments bo chose"))
+"""The model panel's rows: ``planner_stats`` key and label."""
+
+
+def model_stats(ledger: Ledger, campaign_id: str) -> list[dict[str, Any]]:
+    """Per llm arm that ran, the panel's statistics (``policy.planner_stats``): ``arm`` and ``rows`` of
+    (label, value rounded to 2 decimals, or None where not recorded)."""
+    from orchestrator.policy.planner_stats import planner_stats
+
+    out = []
+    for arm, stats in planner_stats(ledger, campaign_id).items():
+        if stats:
+            rows = [(label, None if stats.get(key) is None else round(float(stats[key]), 2))
+                    for key, label in MODEL_STATS]
+            out.append({"arm": arm, "rows": rows})
+    return out
 
 
 def llm_calls(ledger: Ledger, campaign_id: str) -> list[dict[str, Any]]:

@@ -186,3 +186,28 @@ def test_without_the_dashboard_extra_the_command_is_one_error_line(gated_db, tmp
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: closedloop dashboard needs jinja2, which is not installed")
     assert line.endswith('install it with pip install "closedloop[dashboard]"')
+
+
+def test_the_model_panel_shows_what_the_model_chose_beside_a_coin(gated_db, tmp_path):
+    import shutil
+
+    from vocabulary.events import Proposed
+
+    db = tmp_path / "model.db"
+    shutil.copy(gated_db, db)
+    store = Ledger.open(db)
+    candidate = {"type": "molecule", "smiles": "C"}
+    store.append_many("gated", [
+        (Proposed(iteration=9, arm="llm", candidate_id="m1", candidate=candidate, is_bo_pick=False, shown_position=0,
+                  n_shown=2, n_shown_bo_picks=1), "p:llm:m1"),
+        (Proposed(iteration=9, arm="llm", candidate_id="m2", candidate=candidate, is_bo_pick=True, is_anchor=True),
+         "p:llm:m2"),
+    ])
+    store.close()
+    with TestClient(create_app(db, poll_s=0.05), base_url=LOCAL) as test_client:
+        panel = test_client.get("/campaigns/gated/fragments/llm_calls")
+    assert panel.status_code == 200
+    text = panel.text
+    assert "What the model chose" in text and "(llm)" in text
+    assert "picks that were the first row shown</th><td>1.0" in text, "the model took the first row"
+    assert "a coin in the same slots</th><td>0.5" in text and "bo&#39;s anchors</th><td>1" in text
