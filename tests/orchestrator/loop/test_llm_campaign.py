@@ -233,3 +233,53 @@ def test_planner_stats_on_hand_written_proposals(ledger):
     ledger.append_many("old", [proposed("a"), proposed("b", arm="bo")])
     assert planner_stats(ledger, "old")["llm"]["differs_from_bo_share"] is None, "an old ledger does not know"
     assert planner_stats(ledger, "none") == {"llm": {}}
+
+
+def _bypass_campaign(tmp_path, monkeypatch, name: str, pick_last: bool):
+    """A campaign whose scripted model always picks the shortlist row bo ranks last (or first): the planner's own
+    record of bo's rank per shown label (``ProposeRun.shortlist_bo_rank``) tells the script which row that is."""
+    from orchestrator.policy.planners import llm_graph
+    from tests.orchestrator.policy.planners.test_llm import PolicyChatModel, answer
+
+    runs = []
+    gather = llm_graph.ProposeRun.gather
+
+    def recording_gather(self, state):
+        out = gather(self, state)
+        runs.append(self)
+        return out
+
+    def policy(messages):
+        ranks = runs[-1].shortlist_bo_rank
+        choice = max(ranks, key=ranks.get) if pick_last else min(ranks, key=ranks.get)
+        return answer(choice)
+
+    model = PolicyChatModel(responses=[], policy=policy)
+    monkeypatch.setattr(llm_graph.ProposeRun, "gather", recording_gather)
+    monkeypatch.setattr("orchestrator.policy.planners.llm_models.load_chat_model", lambda *args, **kwargs: model)
+    spec = small_spec(lab_experiments=12, planner__main="llm", planner__control=None, planner__control_share=0.0,
+                      planner__proposals_per_slot=1, planner__batch_size=4, planner__model="openai:scripted",
+                      lab__wait="all")
+    with Campaign.start(spec, db=tmp_path / f"{name}.db", campaign_id=name) as campaign:
+        summary = campaign.run()
+        events = campaign.ledger.events(name)
+    proposed = {e.payload["candidate_id"]: e.payload for e in events if e.type == "Proposed"}
+    dispatched = [e.payload["candidate_id"] for e in events if e.type == "Dispatched"]
+    return summary, dispatched, proposed
+
+
+def test_a_model_that_picks_bos_last_option_changes_the_lab_order_in_its_slots(tmp_path, monkeypatch):
+    _, first_order, first = _bypass_campaign(tmp_path, monkeypatch, "first", pick_last=False)
+    summary, last_order, last = _bypass_campaign(tmp_path, monkeypatch, "last", pick_last=True)
+    owned = [k for k, cid in enumerate(last_order) if not last[cid]["is_anchor"] and not last[cid]["is_fallback"]]
+    assert owned and summary["planner_stats"]["llm"]["n_lab_model_picks"] == len(owned)
+    batch = owned[0] // 4  # batches of 4; a batch is dispatched in no order the model's pick cannot change
+    def batches(order):
+        return [set(order[4 * b: 4 * b + 4]) for b in range(len(order) // 4)]
+
+    assert batches(last_order)[:batch] == batches(first_order)[:batch], "until the model's slot, the same lab order"
+    here, there = batches(last_order)[batch], batches(first_order)[batch]
+    pick = last_order[owned[0]]
+    assert pick not in there and here - {pick} == {c for c in there if first[c]["is_anchor"]}, \
+        "the same anchors; the model's slot carries its own choice"
+    assert last[pick]["is_bo_pick"] is False, "bo's last-ranked option is one bo would not have made"
