@@ -229,11 +229,15 @@ class LLMPlanner:
             is_local_gguf=self._is_local_gguf(), restricts_to_shortlist=self._restricts(),
             max_repair_rounds=self.max_repair_rounds, max_tool_steps=self.max_tool_steps,
             shortlist_size=self.shortlist_size, max_prompt_chars=self.max_prompt_chars, simulate_fn=self.simulate_fn,
-            warn_without_tools=not self._warned_tools, chooser=self.chooser(context),
+            warn_without_tools=not self._warned_tools, chooser=self.chooser(context), shown=self.shown_context,
             chooser_note=self.chooser_note,
         )
 
     chooser_note = ""
+
+    def shown_context(self, context: PlanningContext) -> PlanningContext:
+        """The state the model is shown (its DATA and tools), given the one bo plans on: the same, for this arm."""
+        return context
 
     def chooser(self, context: PlanningContext):
         """What chooses in the model's place on ``context`` (``llm_graph.Chooser``); None: the model (this arm)."""
@@ -304,7 +308,7 @@ def shuffle_feedback(context: PlanningContext) -> PlanningContext:
     """The context with its lab results shuffled among the measured candidates: one seeded permutation (per seed and
     iteration) applied to ``utilities`` and ``values`` alike, so each tested candidate carries another one's result.
 
-    Everything downstream (the surrogate, bo's shortlist and fallbacks, the prompt) then sees the shuffled feedback.
+    The ``llm-shuffled`` arm shows the model this state (``shown_context``) while bo plans on the true one.
 
     Example:
         >>> import numpy as np
@@ -328,10 +332,12 @@ def shuffle_feedback(context: PlanningContext) -> PlanningContext:
 
 
 class ShuffledFeedbackLLMPlanner(LLMPlanner):
-    """The ``llm-shuffled`` arm: the llm planner shown the lab results shuffled among the measured candidates.
+    """The ``llm-shuffled`` arm: the llm planner whose model is shown the lab results shuffled among the measured
+    candidates (its history, and the predictions its tools condition on them); bo's shortlist, anchors, fallbacks and
+    the model's track record plan on the true results.
 
-    Compared with the ``llm`` arm on the same campaign, it shows whether the model (and the surrogate behind its
-    shortlist) uses the lab's answers at all: a planner that ignores feedback does as well shuffled as not.
+    Compared with the ``llm`` arm on the same campaign, it shows whether the model uses the lab's answers at all:
+    only what the model reads changes, so a model that ignores them does as well shuffled as not.
 
     Example:
         >>> ShuffledFeedbackLLMPlanner().name
@@ -340,5 +346,5 @@ class ShuffledFeedbackLLMPlanner(LLMPlanner):
 
     name = "llm-shuffled"
 
-    def planning_context(self, context: PlanningContext) -> PlanningContext:
+    def shown_context(self, context: PlanningContext) -> PlanningContext:
         return shuffle_feedback(context)

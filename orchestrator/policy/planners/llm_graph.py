@@ -86,6 +86,9 @@ class LLMRunInputs:
     simulate_fn: SimulateFn | None = None
     warn_without_tools: bool = True
     """Log once that ``max_tool_steps`` needs a tool-calling model when this one is not (False: already said)."""
+    shown: Callable[[PlanningContext], PlanningContext] | None = None
+    """The state the model's DATA and tools are built from, given the one bo plans on (``llm-shuffled``: its lab
+    results shuffled); None: the same state."""
     chooser: Chooser | None = None
     """Chooses in the model's place (no model call, no tools); None: the model chooses."""
     chooser_note: str = ""
@@ -108,7 +111,7 @@ class ProposeRun:
         self.n = n_total - n_anchor
         self.anchors: list[Proposal] = []
         self.anchored: set[int] = set()
-        self.tools = PlanningTools(context, inputs.simulate_fn)
+        self.tools = PlanningTools(inputs.shown(context) if inputs.shown else context, inputs.simulate_fn)
         self.tested = frozenset(context.pool.ids[int(i)] for i in np.concatenate([context.observed, context.pending]))
         self.available = {int(i) for i in context.available}
         self.n_known = len(context.pool)  # open spaces: indices from here on were written by the model this call

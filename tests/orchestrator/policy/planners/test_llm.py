@@ -722,7 +722,7 @@ def test_llm_shuffled_plans_on_lab_results_shuffled_among_the_measured_candidate
     with_values = PlanningContext(**{**warm_context.__dict__, "values": 10 * warm_context.utilities})
     assert np.array_equal(shuffle_feedback(with_values).values, 10 * shuffle_feedback(with_values).utilities)
 
-    prompts = {}
+    prompts, predicted = {}, {}
     for cls in (LLMPlanner, ShuffledFeedbackLLMPlanner):
         spy = SpyBO(warm_context.spec)
         model = ScriptedChatModel(responses=[answer("c00", "c01")])
@@ -730,11 +730,15 @@ def test_llm_shuffled_plans_on_lab_results_shuffled_among_the_measured_candidate
         proposals = planner.propose(warm_context, 2)
         assert all(p.arm == cls.name for p in proposals)
         seen_by_bo = {tuple(c.utilities) for c in spy.contexts}
-        expected = warm_context.utilities if cls is LLMPlanner else shuffled.utilities
-        assert seen_by_bo == {tuple(expected)}, "the surrogate and bo's shortlist plan on the same results"
-        prompts[cls.name] = data_of(model.prompts[0][1].content)["history"]
-    # The best result shown belongs to another candidate once the results are shuffled.
+        assert seen_by_bo == {tuple(warm_context.utilities)}, "bo's shortlist plans on the true results in both arms"
+        data = data_of(model.prompts[0][1].content)
+        prompts[cls.name] = data["history"]
+        predicted[cls.name] = {row[1]: row[2] for row in data["shortlist"]["rows"]}
+    # The best result shown belongs to another candidate once the results are shuffled, and the predictions the
+    # model reads are conditioned on the shuffled results.
     assert prompts["llm"]["best"] != prompts["llm-shuffled"]["best"]
+    shared = set(predicted["llm"]) & set(predicted["llm-shuffled"])
+    assert shared and any(predicted["llm"][k] != predicted["llm-shuffled"][k] for k in shared)
     assert sorted(r["distance"] for r in prompts["llm"]["best"]) == sorted(r["distance"] for r in prompts["llm-shuffled"]["best"])
 
 
