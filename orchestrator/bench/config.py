@@ -32,7 +32,8 @@ def __getattr__(name: str):
     (the same on lab results only), ``botorch`` (BoTorch SingleTaskGP + qLogNEI on the pool's features),
     ``botorch-onehot`` (the same on one-hot categories, SMILES columns included, and scaled numbers: BoTorch as a
     user sets it up for a reaction grid), ``cheap-first`` (the cheapest rung's ranking), ``llm`` (the embedded-model
-    arm), ``llm-shuffled`` (the same shown shuffled lab results), ``random``."""
+    arm), ``llm-shuffled`` (the same shown shuffled lab results), ``llm-random`` and ``llm-oracle`` (its slots with a
+    coin or the lab's truth in the model's place; the oracle is registered by the bench only), ``random``."""
     if name == "ARM_NAMES":
         return planner_names()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -46,7 +46,7 @@ def _config(**values):
 
 
 def bench(
-    arms: Annotated[str, typer.Option("--arms", help="comma-separated: llm,llm-shuffled,bo,bo-sf,random,cheap-first,botorch,botorch-onehot")],
+    arms: Annotated[str, typer.Option("--arms", help="comma-separated: llm,llm-shuffled,llm-random,llm-oracle,bo,bo-sf,random,cheap-first,botorch,botorch-onehot (llm with llm-random and llm-oracle: the model's contribution)")],
     seeds: Annotated[int, typer.Option("--seeds", help="runs per arm (seeds FIRST..FIRST+K-1)")],
     spec: Annotated[Path | None, typer.Option("--spec", help="a campaign TOML, benchmarked as it stands")] = None,
     pool: Annotated[Path | None, typer.Option("--pool", help="CSV file: one row per candidate (replicates are averaged; an empty id value means none)")] = None,
