@@ -185,6 +185,9 @@ class RungSpec(SpecModel):
                                       example=16, gt=0)
     parameters: dict[str, Any] = Field(default_factory=dict, description="the simulator's keyword arguments",
                                        examples=[{"method": "GFN2-xTB"}])
+    added_by: str | None = spec_field(
+        None, "set by closedloop on a rung it adds itself (planner.model_prior), which a re-validated spec decides "
+              "again; leave it out", example="planner.model_prior")
 
     @model_validator(mode="after")
     def _table_needs_column(self) -> RungSpec:
@@ -304,6 +307,12 @@ class PlannerSpec(SpecModel):
               "a model pick displaces the surrogate's; with one proposal per slot, the model explores one slot per "
               "batch until its lab record shows (95 % credible) that its picks beat bo's, then earns a larger share "
               "(the rest are bo's); false lets the model choose every proposal", example=False)
+    model_prior: Literal["auto", "on", "off"] = spec_field(
+        "auto", "llm arms: the model's estimate of every candidate's lab value, read by the ladder as a rung "
+                "(llm_prior: a cold start half by it, a prior calibrated on the lab results, dropped when they rule "
+                "it out); auto adds it for an llm arm with one objective and no proxy rung of its own, when the "
+                "survey costs at most 900 CPU-s (1,800 candidates for the embedded model); on adds it for any arm "
+                "within the compute budget; off never", example="off")
     control_share: float = spec_field(0.2, "share of the lab budget that goes to the control arm", unit="fraction",
                                       example=0.0, ge=0, lt=1)
     batch_size: int = spec_field(4, "lab experiments per iteration", unit="experiments", example=8, gt=0)
@@ -417,6 +426,7 @@ class CampaignSpec(SpecModel):
     @model_validator(mode="after")
     def _unique_rungs(self) -> CampaignSpec:
         check_objectives(self)
+        self._decide_model_prior()
         names = [r.name for r in self.ladder]
         if len(names) != len(set(names)):
             raise ValueError(f"rung names must be unique; got {names}")
@@ -442,6 +452,17 @@ class CampaignSpec(SpecModel):
         if self.lab.oracle_simulator and not self.lab.oracle_property:
             raise ValueError("lab.oracle_simulator needs lab.oracle_property: the simulator property the lab measures")
         return self
+
+    def _decide_model_prior(self) -> None:
+        """Drop the rung ``planner.model_prior`` added before and add it again if it still applies
+        (``spec_model_prior``): a spec revalidated with another planner, model or seed decides afresh."""
+        from orchestrator.spec_model_prior import ADDED_BY, model_prior_rung
+
+        own = [r for r in self.ladder if r.added_by != ADDED_BY]
+        object.__setattr__(self, "ladder", own)  # the spec is frozen once validated; this is its validation
+        rung = model_prior_rung(self)
+        if rung is not None:
+            object.__setattr__(self, "ladder", [*own, RungSpec.model_validate(rung)])
 
     def _no_rung_reads_the_truth(self) -> None:
         """A table rung that reads the lab's ground truth is a perfect rung by construction (a typo for the column

@@ -23,7 +23,8 @@ PLUG_INS = ("simulators", "instruments", "rewards")
 #: ``card`` is the campaign card the whole engine reads (the spec, its seeds, the planners' names).
 ENGINE_FLOORS = ("card", "ledger", "space", "policy", "loop", "replay", "environment", "exports", "scale", "bench",
                  "interfaces")
-CARD = frozenset({"orchestrator.spec", "orchestrator.spec_fields", "orchestrator.spec_objectives", "orchestrator.seeding",
+CARD = frozenset({"orchestrator.spec", "orchestrator.spec_fields", "orchestrator.spec_objectives",
+                  "orchestrator.spec_model_prior", "orchestrator.seeding",
                   "orchestrator.planner_registry"})
 MAX_TOP_LEVEL_MODULES = 12
 MAX_MODULE_LINES = 600

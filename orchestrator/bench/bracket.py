@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BRACKET_ARMS", "contribution", "register_bench_arms"]
+__all__ = ["BRACKET_ARMS", "contribution", "give_oracle_its_truth", "register_bench_arms"]
 
 BRACKET_ARMS = ("llm", "llm-random", "llm-oracle")
 """The model, its floor and its ceiling: run together, the bench reports ``contribution`` under ``llm``."""
@@ -39,6 +39,21 @@ def register_bench_arms() -> None:
     from orchestrator.policy.planners.factories import make_llm_oracle
 
     register_planner("llm-oracle", make_llm_oracle)
+
+
+def give_oracle_its_truth(spec, pool) -> None:
+    """Give the ``llm-oracle`` arm's prior (``llm_prior`` with ``model = "oracle"``) the lab's truth per candidate
+    in this process: the simulated lab's ground-truth column (``lab.oracle_column``), as the arm's choices read it.
+    Nothing for a spec without such a rung or column."""
+    from orchestrator.policy.planners.llm_prior import ORACLE, set_oracle_truth
+
+    if not any(r.simulator == "llm_prior" and r.parameters.get("model") == ORACLE for r in spec.ladder):
+        return
+    column = spec.lab.oracle_column or spec.objective.column
+    if column is None or column not in pool.columns:
+        return
+    truth = np.asarray(pool.columns[column], dtype=float)
+    set_oracle_truth({cid: float(v) for cid, v in zip(pool.ids, truth, strict=True) if np.isfinite(v)})
 
 
 def _share(model: np.ndarray, floor: np.ndarray, ceiling: np.ndarray) -> float | None:

@@ -29,7 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.bench.bracket import BRACKET_ARMS, contribution, register_bench_arms
+from orchestrator.bench.bracket import (
+    BRACKET_ARMS,
+    contribution,
+    give_oracle_its_truth,
+    register_bench_arms,
+)
 from orchestrator.bench.config import BenchConfig
 from orchestrator.bench.metrics import (
     NO_RESULT,
@@ -96,6 +101,7 @@ def run_arm(problem: BenchProblem, arm: str, seed: int) -> RunRecord:
     from orchestrator.loop.campaign import Campaign
 
     spec = arm_spec(problem.spec, arm, seed, problem.config.lab_budget)
+    give_oracle_its_truth(spec, problem.pool)
     start = time.perf_counter()
     with Campaign.start(spec, db=":memory:", campaign_id=f"bench-{arm}-s{seed}") as campaign:
         summary = campaign.run()

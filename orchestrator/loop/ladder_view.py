@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from orchestrator.loop.context import CampaignContext, Rung
@@ -25,6 +27,8 @@ from orchestrator.loop.view import LadderView
 from vocabulary.events import RungSurveyed
 
 __all__ = ["LadderView", "ladder_view", "survey_items", "uses_ladder"]
+
+logger = logging.getLogger(__name__)
 
 
 def uses_ladder(ctx: CampaignContext) -> bool:
@@ -64,6 +68,8 @@ def survey_items(ctx: CampaignContext, iteration: int) -> list[tuple[RungSurveye
     for rung, cost in _proxy_rungs(ctx):
         if rung.name in done:
             continue
+        if _too_dear_for_auto(ctx, rung, cost):
+            continue
         if allowance is not None:
             if cost > allowance:
                 continue
@@ -82,6 +88,25 @@ def survey_items(ctx: CampaignContext, iteration: int) -> list[tuple[RungSurveye
                                    cost_s=float(sum(o.cost_s or 0.0 for o in observations)), values=values)
         items.append((payload, f"survey:{rung.name}"))
     return items
+
+
+def _too_dear_for_auto(ctx: CampaignContext, rung: Rung, cost: float) -> bool:
+    """Whether ``rung`` is the prior ``planner.model_prior = "auto"`` added and its survey would cost more than
+    ``AUTO_SURVEY_S`` (said once per campaign in the log)."""
+    from orchestrator.spec_model_prior import ADDED_BY, AUTO_SURVEY_S
+
+    if rung.spec.added_by != ADDED_BY or ctx.spec.planner.model_prior != "auto" or cost <= AUTO_SURVEY_S:
+        return False
+    key = (id(ctx), rung.name)
+    if key not in _SAID:
+        _SAID.add(key)
+        logger.info("the model's prior over the pool is not surveyed: %d candidates would cost %.0f CPU-s, more than "
+                    "the %.0f s planner.model_prior = 'auto' allows; set it to 'on' to survey them",
+                    len(ctx.pool), cost, AUTO_SURVEY_S)
+    return True
+
+
+_SAID: set[tuple[int, str]] = set()
 
 
 def ladder_view(ctx: CampaignContext) -> LadderView | None:

@@ -306,7 +306,10 @@ class BOPlanner:
         by_prior, rest = np.zeros(0, dtype=int), context
         if prior_utility is not None:
             available = np.asarray(context.available, dtype=int)
-            n_prior = cold_start_count(context.spec.objective.direction, n)
+            from orchestrator.spec_model_prior import is_guess
+
+            n_prior = cold_start_count(context.spec.objective.direction, n,
+                                       guess=self.prior_mean is None and is_guess(context.spec, context.ladder.dearest))
             ranked = available[np.isfinite(prior_utility[available])]  # a failed or empty rung ranks nothing
             by_prior = rung_ranking(context, ranked, prior_utility)[:n_prior]
             rest = dataclasses.replace(context, available=available[~np.isin(available, by_prior)])
@@ -522,19 +525,23 @@ def rung_ranking(context: PlanningContext, rows: np.ndarray, utility: np.ndarray
     return rows[np.lexsort((tiebreak[rows], -utility[rows]))]
 
 
-def cold_start_count(direction: str, n: int) -> int:
+def cold_start_count(direction: str, n: int, *, guess: bool = False) -> int:
     """How many of a first batch of ``n`` follow an uncalibrated rung's ranking; the rest are drawn at random.
 
     To maximise or minimise, every increasing calibration ranks the pool as the raw rung does, so the rung's order is
     the best guess before any lab result, whatever its calibration turns out to be: all ``n``. For a target, the
     order depends on the calibration (an offset moves which candidates sit near the target), so half (rounded up)
-    follow the raw rung and half are spread at random for the calibration to be fitted on.
+    follow the raw rung and half are spread at random for the calibration to be fitted on. For a rung that is a
+    ``guess`` (a chat model's prior, ``spec_model_prior.GUESS_SIMULATORS``) half too, whatever the direction: a
+    guess that knows nothing still ranks by what the text says, so its top is one corner of the space, not a random
+    draw, and a first batch all there teaches the surrogate little and the rung's evidence less (pairs all at its
+    top); the random half is the portfolio's hedge (``rung_slots``).
 
     Example:
-        >>> cold_start_count("maximize", 5), cold_start_count("target", 5)
-        (5, 3)
+        >>> cold_start_count("maximize", 5), cold_start_count("target", 5), cold_start_count("maximize", 5, guess=True)
+        (5, 3, 3)
     """
-    return n if direction in ("maximize", "minimize") else (n + 1) // 2
+    return n if direction in ("maximize", "minimize") and not guess else (n + 1) // 2
 
 
 def _utility_to_value(context: PlanningContext, utility: float) -> float | None:

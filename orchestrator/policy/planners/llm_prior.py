@@ -34,7 +34,25 @@ from collections.abc import Sequence
 from simulators.base import AnyCandidate, BaseSimulator
 from vocabulary.domain import Observation
 
-__all__ = ["LLMPriorSimulator", "prior_messages"]
+__all__ = ["COIN", "ORACLE", "LLMPriorSimulator", "prior_messages", "set_oracle_truth"]
+
+COIN = "coin"
+"""``model = "coin"``: a seeded uniform number per candidate in [0, 1), knowing nothing (the lever's floor, the
+``llm-random`` arm's prior)."""
+ORACLE = "oracle"
+"""``model = "oracle"``: the lab's truth per candidate, given by a benchmark (``set_oracle_truth``; the lever's
+ceiling, the ``llm-oracle`` arm's prior). A campaign never has it."""
+
+_ORACLE_TRUTH: dict[str, float] = {}
+_ANSWERS: dict[tuple, tuple[tuple[float | None, ...], None]] = {}
+"""The chat model's usable answers in this process, per (model, target, unit, the batch's texts): at temperature 0
+the same call gives the same answer, so the bench's campaigns on one pool survey it once per worker."""
+
+
+def set_oracle_truth(truth: dict[str, float]) -> None:
+    """Give ``model = "oracle"`` the lab's truth per candidate id in this process (a benchmark's own)."""
+    _ORACLE_TRUTH.clear()
+    _ORACLE_TRUTH.update({str(k): float(v) for k, v in truth.items()})
 
 SECONDS_PER_CANDIDATE = 0.5
 """Charged compute per candidate scored (the embedded SmolLM2-135M on one CPU thread, batches of 10: about 5 s a
@@ -59,8 +77,10 @@ class LLMPriorSimulator(BaseSimulator):
     Args:
         target: what is measured, in words (the objective's property or a longer description).
         unit: its unit, shown to the model.
-        model: ``embedded`` (default), a ``.gguf`` path or ``provider:model`` (``llm_models.load_chat_model``).
+        model: ``embedded`` (default), a ``.gguf`` path or ``provider:model`` (``llm_models.load_chat_model``);
+            ``coin`` for seeded random numbers (``COIN``), ``oracle`` for the truth a benchmark gives (``ORACLE``).
         batch: candidates per model call.
+        seed: the coin's seed (the campaign's); unused otherwise.
     """
 
     name = "llm_prior"
@@ -69,10 +89,16 @@ class LLMPriorSimulator(BaseSimulator):
     implemented_properties = ("expected",)
     applies_to = frozenset({"molecule", "material", "conditions"})
 
-    def __init__(self, target: str = "the objective", unit: str = "", model: str = "embedded", batch: int = 10):
-        self.target, self.unit, self.model, self.batch = target, unit, model, int(batch)
-        self.parameters = {"target": target, "unit": unit, "model": model, "batch": self.batch}
+    def __init__(self, target: str = "the objective", unit: str = "", model: str = "embedded", batch: int = 10,
+                 seed: int = 0):
+        self.target, self.unit, self.model, self.batch, self.seed = target, unit, model, int(batch), int(seed)
+        self.parameters = {"target": target, "unit": unit, "model": model, "batch": self.batch,
+                           **({"seed": self.seed} if model == COIN else {})}
         self._chat_model = None
+        self._truth = dict(_ORACLE_TRUTH) if model == ORACLE else {}  # travels with the simulator to a worker
+        if model == ORACLE and not self._truth:
+            raise ValueError("model 'oracle' reads the lab's truth and exists only in benchmarks (closedloop bench "
+                             "--arms llm-oracle); use 'embedded', a .gguf path or 'provider:model'")
 
     def cost_model(self, candidate: AnyCandidate) -> float:
         return SECONDS_PER_CANDIDATE
@@ -98,6 +124,25 @@ class LLMPriorSimulator(BaseSimulator):
         return out
 
     def _scores(self, chunk: list[AnyCandidate]) -> tuple[list[float | None], str | None]:
+        if self.model == COIN:
+            from orchestrator.seeding import derive_rng
+
+            return [float(derive_rng(self.seed, "llm-prior-coin", c.id).random()) for c in chunk], None
+        if self.model == ORACLE:
+            values = [self._truth.get(c.id) for c in chunk]
+            return values, None if all(v is not None for v in values) else "the benchmark gave no truth for it"
+        from orchestrator.space.pool import describe
+
+        key = (self.model, self.target, self.unit, tuple(describe(c) for c in chunk))
+        if key in _ANSWERS:
+            values, reason = _ANSWERS[key]
+            return list(values), reason
+        values, reason = self._ask(chunk)
+        if reason is None:  # a failed call may be the network's: asked again next time
+            _ANSWERS[key] = (tuple(values), reason)
+        return values, reason
+
+    def _ask(self, chunk: list[AnyCandidate]) -> tuple[list[float | None], str | None]:
         from langchain_core.messages import HumanMessage, SystemMessage
 
         from orchestrator.policy.planners.llm_models import (

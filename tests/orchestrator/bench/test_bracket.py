@@ -55,5 +55,11 @@ def test_bench_runs_the_bracket_and_reports_the_models_contribution(pool, tmp_pa
         stats = {arm: runs[(arm, seed)]["notes"]["planner_stats"][arm] for arm in ("llm", "llm-random", "llm-oracle")}
         assert stats["llm"]["calls"] > 0 and stats["llm-random"]["calls"] == stats["llm-oracle"]["calls"] == 0
         assert len({s["n_model_picks"] for s in stats.values()}) == 1, "the same slots for the model and its bracket"
-        first = {arm: runs[(arm, seed)]["order"][:5] for arm in stats}
-        assert len({tuple(o) for o in first.values()}) == 1, "bo's cold start is the same for all three"
+        assert all(runs[(arm, seed)]["rung_cost_s"] == 80 * 0.5 for arm in stats), "each surveyed its prior"
+    truth = pd.read_csv(pool)["y"].to_numpy()
+    best = int(np.argmax(truth))
+    oracle_first = [runs[("llm-oracle", seed)]["order"][0] for seed in (0, 1)]
+    assert oracle_first == [best, best], "the oracle's prior is the truth: its cold start opens on the best candidate"
+    coin_first = {runs[("llm-random", seed)]["order"][0] for seed in (0, 1)}
+    assert len(coin_first) == 2, "the coin's prior is drawn per seed"
+    assert report["arms"]["llm-oracle"]["experiments_to_top1"]["median"] == 1
