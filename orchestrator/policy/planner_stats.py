@@ -42,7 +42,8 @@ def planner_stats(ledger, campaign_id: str) -> dict[str, Any]:
 
     - ``calls``: model calls (``LLMCall`` events), ``n_failed_calls`` those that raised; ``n_prompt_tokens``,
       ``n_completion_tokens`` and ``model_wall_s`` (wall-clock seconds of the calls) as reported by the model.
-      Only the llm arms call models, so with two of them in one campaign both report the campaign's calls.
+      Only the llm arms call models, so with two of them in one campaign both report the campaign's calls; the
+      bracket's chooser arms (``CHOOSER_ARMS``: a coin, an oracle) call none and report 0 for each.
     - ``n_steps``: iterations the arm proposed in; ``n_proposals``: its proposals.
     - ``n_fallback`` and ``fallback_share``: proposals filled in by bo after the model's rounds ran out, and their
       share of the model's own decisions (its picks and the fallbacks; bo's anchors are not the model's to lose;

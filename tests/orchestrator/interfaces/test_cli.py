@@ -290,3 +290,24 @@ def test_the_run_table_says_what_the_gp_took_from_the_ladder():
                                         "P(informative) 0.23"
     older = dict(prior, form="feature", is_calibrated=True, evidence=None)  # a ledger from before `evidence`
     assert _ladder_prior_text(older) == "xtb as an input, proved informative on 10 lab results"
+
+
+def test_run_json_reports_the_model_statistics_and_the_added_prior(tmp_path):
+    """``run --json`` carries the llm arms' honest statistics (issue 51) and the prior ``planner.model_prior`` adds:
+    here the bracket's coin, which calls no model, so the test needs none."""
+    from tests.orchestrator.ledger.sandbox import write_tiny_spec
+
+    spec = write_tiny_spec(tmp_path, lab_experiments=6)
+    spec.write_text(spec.read_text().replace('main = "random"', 'main = "llm-random"'))
+    db = tmp_path / "coin.db"
+    result = invoke("run", spec, "--db", db, "--seed", 1, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    coin = summary["planner_stats"]["llm-random"]
+    assert {"fallback_share", "differs_from_bo_share", "coin_differs_from_bo_share", "first_option_share",
+            "coin_first_option_share", "n_model_picks", "n_anchor", "n_lab_model_picks"} <= set(coin)
+    assert coin["calls"] == 0 and coin["n_lab"] >= 1, coin
+    events = json.loads(invoke("show", summary["campaign_id"], "--db", db, "--json").stdout)
+    ladder = next(e for e in events if e["type"] == "CampaignStarted")["payload"]["spec"]["ladder"]
+    prior = [r for r in ladder if r.get("added_by") == "planner.model_prior"]
+    assert [(r["simulator"], r["parameters"]["model"]) for r in prior] == [("llm_prior", "coin")], ladder
