@@ -79,6 +79,27 @@ def _rows(reports: dict[str, dict], with_bo: bool) -> list[str]:
     return lines
 
 
+def _verdict(reports: dict[str, dict]) -> str:
+    """The embedded model's place in its bracket, in words: where its share of the ceiling is above or below zero
+    (interval excluding it), and where the arm needs more lab experiments than bo alone (losses said as such)."""
+    above, below, behind_bo = [], [], []
+    for name, report in reports.items():
+        c = bracket(report["arms"], "experiments_to_top1")
+        if c.get("interval") and c["interval"][0] > 0:
+            above.append(name)
+        if c.get("interval") and c["interval"][1] < 0:
+            below.append(name)
+        if "bo" in report["arms"] and paired_geomean_ratio(
+                report["arms"]["llm"]["per_seed"]["experiments_to_top1"],
+                report["arms"]["bo"]["per_seed"]["experiments_to_top1"]) > 1:
+            behind_bo.append(name)
+    return (f"The embedded model's share of that ceiling is above zero (its interval excluding zero) on "
+            f"{len(above)} of {len(reports)} sets ({', '.join(above) or 'none'}) and below zero, worse than the coin, "
+            f"on {len(below)} ({', '.join(below) or 'none'}). The default llm arm needs more lab experiments than bo "
+            f"alone on {len(behind_bo)} of {len(reports)} sets ({', '.join(behind_bo) or 'none'}): where the model's "
+            "guess misleads, the prior's hedge does not yet keep its cost small.")
+
+
 def render(reports: dict[str, dict], slots_only: dict[str, dict] | None = None) -> str:
     lines = ["# The embedded model's bracket: llm between a coin and an oracle, in its slots and with its prior", "",
              "Made by `benchmarks/llm_bracket.py` (its docstring has the command). `closedloop bench --arms "
@@ -102,6 +123,7 @@ def render(reports: dict[str, dict], slots_only: dict[str, dict] | None = None) 
     lines += ["", f"With its prior on, the default llm arm's oracle needs at least 25 % fewer lab experiments than bo "
               f"on {len(ceiling)} of {len(reports)} sets ({', '.join(ceiling) or 'none'}); the bracket is capped "
               f"(the oracle not measurably better than the coin) on {len(capped)} ({', '.join(capped) or 'none'})."]
+    lines += ["", _verdict(reports)]
     if slots_only:
         lines += ["", "## Before the prior: the model's choice slots alone", "",
                   "The same bench on the llm arm as it was before `planner.model_prior` (commit ac8a4ad): the model "
